@@ -1,0 +1,314 @@
+"""Every event of the pipeline, as immutable pydantic values.
+
+Events are facts: frozen models, validated on the way in and serialised
+canonically on the way out, so the same event always gives the same bytes.
+Every event carries `schema_version`, `thread_ts` (the Kafka key, so a thread
+stays on one partition, in order), a deterministic `message_id` and the time
+the fact happened (`event_time`), never the time it was processed.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+from schemas.ids import NULL_ROUND, message_id
+
+SCHEMA_VERSION = 1
+
+Role = Literal["alert", "human", "ai", "tool", "judge", "post"]
+
+
+class EventBase(BaseModel):
+    """Fields every event has. Frozen: an event is a value, never edited."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    thread_ts: str = Field(min_length=1, max_length=64)
+    message_id: str = Field(min_length=1, max_length=512)
+    event_time: AwareDatetime
+    round: int | None = Field(default=None, ge=1)
+
+    @field_validator("message_id")
+    @classmethod
+    def _id_belongs_to_thread(cls, value: str, info: Any) -> str:
+        thread_ts = info.data.get("thread_ts")
+        if thread_ts is not None and not value.startswith(f"{thread_ts}:"):
+            raise ValueError(f"message_id {value!r} does not start with thread_ts {thread_ts!r}")
+        return value
+
+    def key(self) -> bytes:
+        """The Kafka partition key."""
+        return self.thread_ts.encode()
+
+    def to_bytes(self) -> bytes:
+        """Canonical JSON: sorted keys, no spaces, so equal events give equal bytes."""
+        return canonical_json(self.model_dump(mode="json")).encode()
+
+
+# --- what happens in a thread ------------------------------------------------------
+
+
+class AlertReceived(EventBase):
+    """An Alertmanager group fired (or resolved); it opens the incident thread."""
+
+    type: Literal["alert_received"] = "alert_received"
+    status: Literal["firing", "resolved"]
+    service: str
+    alertname: str
+    fingerprint: str
+    window_start: AwareDatetime
+    window_end: AwareDatetime
+    alert: dict[str, Any]
+
+
+class IncidentStateChanged(EventBase):
+    """The incident's status or pinned window changed. Projected into incident_state only."""
+
+    type: Literal["incident_state"] = "incident_state"
+    status: Literal["open", "investigating", "resolved"]
+    service: str
+    window_start: AwareDatetime
+    window_end: AwareDatetime
+    opened_at: AwareDatetime
+
+
+class HumanMessage(EventBase):
+    """A person wrote in the thread. Recorded whether or not the bot is addressed (round NULL)."""
+
+    type: Literal["human_message"] = "human_message"
+    user: str
+    ts: str
+    text: str
+    mention: bool = False
+    edit_of: str | None = None  # ts of the message this one edits; edits are new facts, never rewrites
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    name: str
+    args: dict[str, Any]
+
+
+class AiMessage(EventBase):
+    """A model turn of the agent graph (investigate or hypothesis), possibly calling tools."""
+
+    type: Literal["ai_message"] = "ai_message"
+    node: str
+    text: str
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    model: str
+    claims: list[Claim] = Field(default_factory=list)
+
+
+class Claim(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str
+    evidence_ids: list[str] = Field(default_factory=list)
+
+
+class ToolResult(EventBase):
+    """The raw answer of a tool, verbatim. The compactor adds the compact rendering downstream."""
+
+    type: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    tool: str
+    args: dict[str, Any]
+    raw: Any
+    alert_context: dict[str, Any] = Field(default_factory=dict)
+
+
+class Selection(BaseModel):
+    """A selector model's choice, recorded so a replay reuses it instead of asking again."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ids: list[str]
+    reason: str
+    model: str
+
+
+class CompactedToolResult(EventBase):
+    """A tool result with its compact rendering beside the raw (invariant 5)."""
+
+    type: Literal["tool_result_compacted"] = "tool_result_compacted"
+    tool_call_id: str
+    tool: str
+    args: dict[str, Any]
+    raw: Any
+    alert_context: dict[str, Any] = Field(default_factory=dict)
+    compact: dict[str, Any]
+    tokens: int = Field(ge=0)
+    raw_tokens: int = Field(ge=0)
+    raw_sha256: str
+    compactor_version: str
+    budget: int = Field(ge=1)
+    selection: Selection | None = None
+
+
+class JudgeVerdict(EventBase):
+    """The judge's grading of a hypothesis. A rejection is never compacted (invariant 10)."""
+
+    type: Literal["judge_verdict"] = "judge_verdict"
+    grounded: bool
+    questions: list[str] = Field(default_factory=list)
+    graded_claims: list[dict[str, Any]] = Field(default_factory=list)
+    hypothesis_id: str
+    model: str
+
+
+class ThreadPost(EventBase):
+    """What the bot said in the Slack thread: a grounded summary or the judge's questions."""
+
+    type: Literal["thread_post"] = "thread_post"
+    kind: Literal["summary", "questions"]
+    text: str
+    model: str
+
+
+class RoundCommitted(EventBase):
+    """Marks a round complete: its listed messages become visible together (invariant 3)."""
+
+    type: Literal["round_committed"] = "round_committed"
+    message_ids: list[str] = Field(min_length=1)
+
+
+class ReRendered(EventBase):
+    """A new compact for an old row when a long thread passes its budget (invariant 10)."""
+
+    type: Literal["re_rendered"] = "re_rendered"
+    target_id: str
+    compact: Any
+    tokens: int = Field(ge=0)
+    policy: Literal["headline", "one_line"]
+
+
+class Wake(EventBase):
+    """On incident.wake: the bot was addressed (a mention) or an alert opened a thread."""
+
+    type: Literal["wake"] = "wake"
+    reason: Literal["alert", "mention"]
+    trigger_message_id: str
+    user: str | None = None
+
+
+class DeadLetter(BaseModel):
+    """On incident.dlq: input that could not be processed, with why and where it came from.
+
+    Not an EventBase: a dead letter may have no valid thread_ts at all.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    type: Literal["dead_letter"] = "dead_letter"
+    reason: str
+    stage: str
+    source_topic: str
+    partition: int | None = None
+    offset: int | None = None
+    key: str | None = None
+    payload: str
+    payload_truncated: bool = False
+    event_time: datetime
+
+    def to_bytes(self) -> bytes:
+        return canonical_json(self.model_dump(mode="json")).encode()
+
+
+ThreadEvent = Annotated[
+    AlertReceived
+    | IncidentStateChanged
+    | HumanMessage
+    | AiMessage
+    | ToolResult
+    | CompactedToolResult
+    | JudgeVerdict
+    | ThreadPost
+    | RoundCommitted
+    | ReRendered
+    | Wake,
+    Field(discriminator="type"),
+]
+
+EVENT_TYPES: tuple[type[EventBase], ...] = (
+    AlertReceived,
+    IncidentStateChanged,
+    HumanMessage,
+    AiMessage,
+    ToolResult,
+    CompactedToolResult,
+    JudgeVerdict,
+    ThreadPost,
+    RoundCommitted,
+    ReRendered,
+    Wake,
+)
+
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(ThreadEvent)
+
+
+class EventDecodeError(ValueError):
+    """Raised for bytes that are not a valid event; the message is a one-line reason."""
+
+
+def parse_event(data: bytes | str) -> EventBase:
+    """Decode and validate one event. Raises EventDecodeError with a short, clear reason."""
+    try:
+        decoded = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EventDecodeError(f"not JSON: {exc}") from None
+    if not isinstance(decoded, dict):
+        raise EventDecodeError(f"not a JSON object: {type(decoded).__name__}")
+    version = decoded.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise EventDecodeError(f"unsupported schema_version {version!r} (expected {SCHEMA_VERSION})")
+    try:
+        event: EventBase = _ADAPTER.validate_python(decoded)
+    except ValueError as exc:
+        first = str(exc).splitlines()
+        raise EventDecodeError(f"invalid event: {' '.join(s.strip() for s in first[:3])}") from None
+    return event
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON rendering used for hashing, tokens and bytes on the wire."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+AiMessage.model_rebuild()
+
+__all__ = [
+    "EVENT_TYPES",
+    "NULL_ROUND",
+    "SCHEMA_VERSION",
+    "AiMessage",
+    "AlertReceived",
+    "Claim",
+    "CompactedToolResult",
+    "DeadLetter",
+    "EventBase",
+    "EventDecodeError",
+    "HumanMessage",
+    "IncidentStateChanged",
+    "JudgeVerdict",
+    "ReRendered",
+    "Role",
+    "RoundCommitted",
+    "Selection",
+    "ThreadEvent",
+    "ThreadPost",
+    "ToolCall",
+    "ToolResult",
+    "Wake",
+    "canonical_json",
+    "message_id",
+    "parse_event",
+]

@@ -1,0 +1,55 @@
+"""The Kafka topics of the pipeline, their partition counts and configs, and their creation.
+
+Events are retained forever (retention.ms=-1, retention.bytes=-1): the topics
+are the system of record, and replays re-derive Postgres from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+EVENTS = "incident.events"
+COMPACTED = "incident.compacted"
+WAKE = "incident.wake"
+DLQ = "incident.dlq"
+
+RETAIN_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    config: dict[str, str] = field(default_factory=lambda: dict(RETAIN_FOREVER))
+
+
+TOPICS: tuple[TopicSpec, ...] = (
+    TopicSpec(EVENTS, 8),
+    TopicSpec(COMPACTED, 8),
+    TopicSpec(WAKE, 4),
+    TopicSpec(DLQ, 1),
+)
+
+
+def ensure_topics(bootstrap_servers: str, specs: tuple[TopicSpec, ...] = TOPICS, timeout: float = 30.0) -> list[str]:
+    """Create any missing topic; existing ones are left as they are. Returns the names created."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    existing = set(admin.list_topics(timeout=timeout).topics)
+    missing = [s for s in specs if s.name not in existing]
+    if not missing:
+        return []
+    futures = admin.create_topics(
+        [NewTopic(s.name, num_partitions=s.partitions, replication_factor=1, config=s.config) for s in missing],
+        operation_timeout=timeout,
+    )
+    created = []
+    for name, future in futures.items():
+        try:
+            future.result(timeout=timeout)
+            created.append(name)
+        except Exception as exc:  # a concurrent creator is fine
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise
+    return created

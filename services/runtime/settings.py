@@ -1,0 +1,41 @@
+"""Where Kafka and Postgres are. Environment variables win; the defaults are the local stack.
+
+A real deployment sets KAFKA_BOOTSTRAP_SERVERS and DATABASE_URL and never
+touches the local stack.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+LOCAL_KAFKA_PORT = 39092
+LOCAL_KAFKA_CONTROLLER_PORT = 39093
+LOCAL_PG_PORT = 55432
+LOCAL_PG_DB = "incident_memory"
+LOCAL_PG_USER = "incident_memory"
+LOCAL_PG_PASSWORD = "incident_memory"
+
+
+def state_dir() -> Path:
+    """Where the local stack keeps its binaries, data, logs and pid files (git-ignored)."""
+    return Path(os.environ.get("INCIDENT_MEMORY_STATE_DIR", REPO_ROOT / ".cache")).resolve()
+
+
+@dataclass(frozen=True)
+class Settings:
+    kafka_bootstrap_servers: str
+    database_url: str
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        return cls(
+            kafka_bootstrap_servers=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{LOCAL_KAFKA_PORT}"),
+            database_url=os.environ.get(
+                "DATABASE_URL",
+                f"postgresql://{LOCAL_PG_USER}:{LOCAL_PG_PASSWORD}@127.0.0.1:{LOCAL_PG_PORT}/{LOCAL_PG_DB}",
+            ),
+        )
