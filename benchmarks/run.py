@@ -1,0 +1,90 @@
+"""`incident-memory bench`: run every benchmark against the real local stack and write BENCHMARKS.md.
+
+Each benchmark module `benchmarks/bench_<name>.py` exposes `run(settings) -> dict` with at least
+`title` and `markdown` (and its raw figures). Figures that are compared are ratios measured in the
+same run, because these machines are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import platform
+import sys
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from services.runtime.settings import REPO_ROOT, Settings
+
+ORDER = [
+    "compactor_core",
+    "compactor_stream",
+    "projector",
+    "ingest",
+    "e2e",
+    "peer",
+    "replay",
+]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--only", nargs="*", default=None, help=f"benchmarks to run (default: all of {ORDER})")
+    parser.add_argument("--output", default=str(REPO_ROOT / "BENCHMARKS.md"))
+    parser.add_argument("--json", default=str(REPO_ROOT / ".cache" / "benchmarks.json"))
+    parser.add_argument("--no-up", action="store_true", help="do not start the local stack (use the env's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.no_up:
+        from deploy.local.stack import up
+
+        up()
+    settings = Settings.from_env()
+    names = args.only or ORDER
+    results: dict[str, Any] = {}
+    failed = []
+    for name in names:
+        print(f"[bench] {name} ...", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        try:
+            module = importlib.import_module(f"benchmarks.bench_{name}")
+            results[name] = module.run(settings)
+        except Exception as exc:
+            failed.append(name)
+            results[name] = {
+                "title": name,
+                "markdown": f"**Failed**: `{exc.__class__.__name__}: {exc}`\n",
+                "error": traceback.format_exc(),
+            }
+        print(f"[bench] {name} done in {time.perf_counter() - started:.1f}s", file=sys.stderr, flush=True)
+    write_report(Path(args.output), names, results, sys.argv)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def write_report(path: Path, names: list[str], results: dict[str, Any], argv: list[str]) -> None:
+    command = "incident-memory bench" + ("" if len(argv) <= 2 else " " + " ".join(argv[2:]))
+    parts = [
+        "# Benchmarks\n",
+        f"Produced by `{command}` (or `make bench`) on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
+        f"{platform.machine()}, {_cores()} cores, Python {platform.python_version()}, against the real "
+        "local stack (Apache Kafka in KRaft mode and PostgreSQL on loopback). Ratios compare figures "
+        "measured in the same run; absolute numbers vary with the machine.\n",
+    ]
+    for name in names:
+        result = results.get(name, {})
+        parts.append(f"## {result.get('title', name)}\n")
+        parts.append(result.get("markdown", "(no output)\n"))
+    path.write_text("\n".join(parts))
+
+
+def _cores() -> int:
+    import os
+
+    return os.cpu_count() or 0

@@ -1,0 +1,38 @@
+"""passthrough: any JSON, kept whole when it fits, else truncated with an explicit marker.
+
+The marker names the evidence id, so the model knows the rest exists and how to get it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from schemas.events import canonical_json
+from schemas.tokens import count_value_tokens
+from services.compactor.model import Draft
+
+TOOL = "passthrough"
+
+
+def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft:
+    text = raw if isinstance(raw, str) else canonical_json(raw)
+    header = {"evidence_id": evidence_id, "value": raw}
+
+    def truncated(budget: int) -> dict[str, Any]:
+        more = f"get_evidence({evidence_id})"
+        marker = f" …[truncated: {len(text)} chars in all; the rest via {more}]"
+
+        def build(cut: int) -> dict[str, Any]:
+            return {"evidence_id": evidence_id, "truncated": True, "text": text[:cut] + marker, "more": more}
+
+        lo, hi = 0, len(text)
+        while lo < hi:  # the longest prefix that fits
+            mid = (lo + hi + 1) // 2
+            if count_value_tokens(build(mid)) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        return build(lo)
+
+    return Draft(header=header, section="", unit="", levels=((),), fallback=truncated)

@@ -1,0 +1,59 @@
+"""`incident-memory projector`: the projector service (Kafka `incident.compacted` -> Postgres)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+from types import FrameType
+
+from schemas import topics
+from services.projector.metrics import Metrics
+from services.projector.projector import DEFAULT_GROUP, Projector, ProjectorConfig
+from services.runtime.errors import UserFacingError
+from services.runtime.logs import configure_logging
+from services.runtime.settings import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--schema", default=os.environ.get("PROJECTOR_SCHEMA", "public"))
+    parser.add_argument("--topic", default=topics.COMPACTED)
+    parser.add_argument("--dlq-topic", default=topics.DLQ)
+    parser.add_argument("--group", default=DEFAULT_GROUP)
+    parser.add_argument("--batch-size", type=int, default=2000)
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(os.environ.get("PROJECTOR_METRICS_PORT", "0")),
+        help="serve Prometheus metrics on this port (0: off)",
+    )
+    parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging("projector", args.log_level)
+    if args.batch_size < 1:
+        raise UserFacingError("--batch-size must be at least 1")
+    settings = Settings.from_env()
+    config = ProjectorConfig(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        dsn=settings.database_url,
+        schema=args.schema,
+        topic=args.topic,
+        dlq_topic=args.dlq_topic,
+        group=args.group,
+        batch_size=args.batch_size,
+    )
+    metrics = Metrics()
+    if args.metrics_port:
+        metrics.serve(args.metrics_port)
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    Projector(config, metrics).run(stop)
+    return 0

@@ -1,0 +1,283 @@
+"""Event -> projection operations, as a pure function (no I/O, no clock).
+
+Keeping the mapping pure means a replay, a retry and a live run all derive the
+same operations from the same event (invariant 8), and it can be tested without
+Kafka or Postgres. The SQL that carries the operations out lives in `store.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from schemas.events import (
+    AiMessage,
+    AlertReceived,
+    CompactedToolResult,
+    EventBase,
+    HumanMessage,
+    IncidentStateChanged,
+    JudgeVerdict,
+    ReRendered,
+    RoundCommitted,
+    ThreadPost,
+    ToolResult,
+    Wake,
+    canonical_json,
+)
+from schemas.ids import NULL_ROUND, canonical_args_hash
+from schemas.tokens import count_value_tokens
+
+
+class MappingError(ValueError):
+    """The event is valid JSON and a valid model, but cannot be projected; the message is the reason."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One agent_messages (or round_staging) row. JSON columns are already serialised."""
+
+    id: str
+    thread_ts: str
+    round: int | None
+    role: str
+    tool_call_id: str | None
+    content: str
+    compact: str | None
+    tokens: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class InsertRow:
+    """A row outside any round: visible at once."""
+
+    row: Row
+
+
+@dataclass(frozen=True)
+class StageRow:
+    """A row of a round: waits in round_staging until the round's marker (invariant 3)."""
+
+    row: Row
+
+
+@dataclass(frozen=True)
+class CacheDigest:
+    """A tool digest, readable by a retried round as soon as it is projected."""
+
+    thread_ts: str
+    tool: str
+    args_hash: str
+    message_id: str
+    tool_call_id: str
+    compact: str
+    tokens: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class UpsertState:
+    """incident_state from an alert or a status change; the newest fact (by event time) wins."""
+
+    thread_ts: str
+    service: str
+    status: str
+    window_start: datetime
+    window_end: datetime
+    opened_at: datetime
+    updated_at: datetime
+    keep_opened_at: bool  # an alert re-firing does not move the incident's opening time
+
+
+@dataclass(frozen=True)
+class CommitRound:
+    """Publish the listed staged rows, in the listed order, in one statement."""
+
+    thread_ts: str
+    round: int
+    marker_id: str
+    message_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReRender:
+    """A new compact for an existing row (invariant 10); content is never touched."""
+
+    thread_ts: str
+    target_id: str
+    compact: str
+    tokens: int
+
+
+Op = InsertRow | StageRow | CacheDigest | UpsertState | CommitRound | ReRender
+
+ALERT_STATUS = {"firing": "open", "resolved": "resolved"}
+
+
+def _json(value: Any) -> str:
+    return canonical_json(value)
+
+
+def _row(
+    event: EventBase, role: str, content: Any, *, compact: Any = None, tool_call_id: str | None = None
+) -> Row:
+    return Row(
+        id=event.message_id,
+        thread_ts=event.thread_ts,
+        round=event.round,
+        role=role,
+        tool_call_id=tool_call_id,
+        content=_json(content),
+        compact=None if compact is None else _json(compact),
+        tokens=count_value_tokens(content if compact is None else compact),
+        created_at=event.event_time,
+    )
+
+
+def _place(row: Row) -> Op:
+    return InsertRow(row) if row.round is None else StageRow(row)
+
+
+def _check_id_round(event: EventBase) -> None:
+    """A row's id carries its round (`thread_ts:round:node:i`); a mismatch would hide or leak the row."""
+    parts = event.message_id.split(":", 3)
+    if len(parts) != 4:
+        raise MappingError(f"message_id {event.message_id!r} is not thread_ts:round:node:i")
+    expected = NULL_ROUND if event.round is None else str(event.round)
+    if parts[1] != expected:
+        raise MappingError(
+            f"message_id {event.message_id!r} names round {parts[1]!r} but the event has round {event.round!r}"
+        )
+
+
+def map_event(event: EventBase) -> list[Op]:
+    """The operations that project one event. Raises MappingError for an event that cannot be projected."""
+    if isinstance(event, AlertReceived):
+        _check_id_round(event)
+        content = event.model_dump(
+            mode="json",
+            include={"status", "service", "alertname", "fingerprint", "window_start", "window_end", "alert"},
+        )
+        return [
+            _place(_row(event, "alert", content)),
+            UpsertState(
+                thread_ts=event.thread_ts,
+                service=event.service,
+                status=ALERT_STATUS[event.status],
+                window_start=event.window_start,
+                window_end=event.window_end,
+                opened_at=event.event_time,
+                updated_at=event.event_time,
+                keep_opened_at=True,
+            ),
+        ]
+    if isinstance(event, IncidentStateChanged):
+        return [
+            UpsertState(
+                thread_ts=event.thread_ts,
+                service=event.service,
+                status=event.status,
+                window_start=event.window_start,
+                window_end=event.window_end,
+                opened_at=event.opened_at,
+                updated_at=event.event_time,
+                keep_opened_at=False,
+            )
+        ]
+    if isinstance(event, HumanMessage):
+        # Every human turn is recorded with round NULL (invariant 11): it is a fact of the thread,
+        # not part of a bot round, so no marker will ever publish it.
+        content = {
+            "user": event.user,
+            "ts": event.ts,
+            "text": event.text,
+            "mention": event.mention,
+            "edit_of": event.edit_of,
+        }
+        return [InsertRow(replace(_row(event, "human", content), round=None))]
+    if isinstance(event, AiMessage):
+        _check_id_round(event)
+        if event.tool_calls and event.round is None:
+            raise MappingError(
+                "ai message with tool_calls outside a round would be visible without its tool rows"
+            )
+        content = event.model_dump(mode="json", include={"node", "text", "tool_calls", "model", "claims"})
+        return [_place(_row(event, "ai", content))]
+    if isinstance(event, CompactedToolResult):
+        _check_id_round(event)
+        row = _row(event, "tool", event.raw, compact=event.compact, tool_call_id=event.tool_call_id)
+        return [
+            _place(row),
+            CacheDigest(
+                thread_ts=event.thread_ts,
+                tool=event.tool,
+                args_hash=canonical_args_hash(event.args),
+                message_id=event.message_id,
+                tool_call_id=event.tool_call_id,
+                compact=row.compact or "null",
+                tokens=row.tokens,
+                created_at=event.event_time,
+            ),
+        ]
+    if isinstance(event, JudgeVerdict):
+        _check_id_round(event)
+        content = event.model_dump(
+            mode="json", include={"grounded", "questions", "graded_claims", "hypothesis_id", "model"}
+        )
+        return [_place(_row(event, "judge", content))]
+    if isinstance(event, ThreadPost):
+        _check_id_round(event)
+        content = event.model_dump(mode="json", include={"kind", "text", "model"})
+        return [_place(_row(event, "post", content))]
+    if isinstance(event, RoundCommitted):
+        return [_commit_round(event)]
+    if isinstance(event, ReRendered):
+        if event.compact is None:
+            raise MappingError(
+                "re-rendering to a NULL compact is not supported (it would change the model's view)"
+            )
+        if not event.target_id.startswith(f"{event.thread_ts}:"):
+            raise MappingError(f"target_id {event.target_id!r} is not in thread {event.thread_ts!r}")
+        return [
+            ReRender(
+                thread_ts=event.thread_ts,
+                target_id=event.target_id,
+                compact=_json(event.compact),
+                tokens=count_value_tokens(event.compact),
+            )
+        ]
+    if isinstance(event, ToolResult | Wake):
+        return []  # raw tool results are compacted upstream; wakes drive the agent, not the projection
+    raise MappingError(f"no projection for event type {type(event).__name__}")
+
+
+def _commit_round(event: RoundCommitted) -> CommitRound:
+    if event.round is None:
+        raise MappingError("round_committed without a round")
+    prefix = f"{event.thread_ts}:{event.round}:"
+    strays = [mid for mid in event.message_ids if not mid.startswith(prefix)]
+    if strays:
+        raise MappingError(f"round_committed lists ids outside {prefix}*: {strays[:3]}")
+    if len(set(event.message_ids)) != len(event.message_ids):
+        raise MappingError("round_committed lists an id twice")
+    return CommitRound(
+        thread_ts=event.thread_ts,
+        round=event.round,
+        marker_id=event.message_id,
+        message_ids=tuple(event.message_ids),
+    )
+
+
+def reported_tokens_mismatch(event: EventBase, ops: list[Op]) -> tuple[int, int] | None:
+    """(carried, computed) when a compacted event's own `tokens` disagrees with the projection's count."""
+    if isinstance(event, CompactedToolResult):
+        for op in ops:
+            if isinstance(op, CacheDigest) and op.tokens != event.tokens:
+                return event.tokens, op.tokens
+    if isinstance(event, ReRendered):
+        for op in ops:
+            if isinstance(op, ReRender) and op.tokens != event.tokens:
+                return event.tokens, op.tokens
+    return None

@@ -1,0 +1,213 @@
+"""The projector's Kafka loop: config, wiring, loop.
+
+Positions come from Postgres only: on every partition assignment the consumer is
+told to start at the offsets stored with the rows (`on_assign`), and after an
+offset conflict it seeks there again. Kafka's committed offsets are written
+afterwards for lag dashboards, never read back for correctness.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from schemas import topics
+from schemas.migrate import apply_migrations
+from services.projector import store
+from services.projector.metrics import Metrics
+from services.projector.writer import BatchWriter, Incoming, OffsetConflict, Stopped
+from services.runtime.kafka import consumer_config, producer_config
+from services.runtime.logs import about
+
+log = logging.getLogger("projector")
+
+DEFAULT_GROUP = "incident-memory-projector"
+LAG_EVERY_S = 2.0
+
+
+# --- config ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProjectorConfig:
+    bootstrap_servers: str
+    dsn: str
+    schema: str = "public"
+    topic: str = topics.COMPACTED
+    dlq_topic: str = topics.DLQ
+    group: str = DEFAULT_GROUP
+    batch_size: int = 2000
+    poll_timeout: float = 0.2
+    migrate: bool = True
+
+
+# --- wiring ------------------------------------------------------------------------------
+
+
+def migrate_schema(dsn: str, schema: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=False) as conn:
+        return apply_migrations(conn, schema)
+
+
+def make_writer(config: ProjectorConfig, metrics: Metrics | None, *, notify: bool = True) -> BatchWriter:
+    producer = Producer(producer_config(config.bootstrap_servers, **{"linger.ms": 0}))
+    return BatchWriter(
+        dsn=config.dsn,
+        schema=config.schema,
+        group=config.group,
+        topic=config.topic,
+        dlq_topic=config.dlq_topic,
+        producer=producer,
+        metrics=metrics,
+        notify=notify,
+    )
+
+
+def take_batch(consumer: Consumer, size: int, timeout: float) -> list[Message]:
+    """Block for the first record only, then drain what is already buffered: low latency, big batches."""
+    messages = consumer.consume(num_messages=size, timeout=0)
+    if not messages:
+        messages = consumer.consume(num_messages=1, timeout=timeout)
+        if messages and size > 1:
+            messages += consumer.consume(num_messages=size - 1, timeout=0)
+    return messages
+
+
+def usable(messages: list[Message]) -> list[Message]:
+    """Records with data; end-of-partition notices are dropped and real errors raised."""
+    kept = []
+    for m in messages:
+        err = m.error()
+        if err is None:
+            kept.append(m)
+        elif err.code() == KafkaError._PARTITION_EOF:
+            continue
+        elif err.fatal():
+            raise KafkaException(err)
+        else:
+            log.warning("consumer error: %s", err)
+    return kept
+
+
+# --- loop --------------------------------------------------------------------------------
+
+
+class Projector:
+    """Consumes the compacted topic in a consumer group and projects it, batch by batch."""
+
+    def __init__(self, config: ProjectorConfig, metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics or Metrics()
+        self.writer: BatchWriter | None = None
+        self.consumer: Consumer | None = None
+        self._stop: threading.Event = threading.Event()
+        self._last_lag = 0.0
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        assert self.writer is not None
+        stored = self.writer.load_offsets(self._stop)
+        for tp in partitions:
+            tp.offset = stored.get(tp.partition, OFFSET_BEGINNING)
+        self.writer.assign([tp.partition for tp in partitions], stored)
+        consumer.assign(partitions)
+        log.info(
+            "assigned %s",
+            {tp.partition: tp.offset for tp in partitions},
+            extra=about(None, topic=self.config.topic),
+        )
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        assert self.writer is not None
+        self.writer.revoke([tp.partition for tp in partitions])
+        consumer.unassign()
+        log.info("revoked %s", [tp.partition for tp in partitions])
+
+    def _reseek(self) -> None:
+        """After an offset conflict: believe Postgres, and read on from where it says."""
+        assert self.writer is not None and self.consumer is not None
+        stored = self.writer.load_offsets(self._stop)
+        assigned = [tp.partition for tp in self.consumer.assignment()]
+        self.writer.assign(assigned, stored)
+        for p in assigned:
+            self.consumer.seek(TopicPartition(self.config.topic, p, stored.get(p, OFFSET_BEGINNING)))
+
+    def _update_lag(self) -> None:
+        assert self.consumer is not None
+        now = time.monotonic()
+        if now - self._last_lag < LAG_EVERY_S:
+            return
+        self._last_lag = now
+        lags = {}
+        for tp in self.consumer.position(self.consumer.assignment()):
+            try:
+                _low, high = self.consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)
+            except KafkaException:
+                continue
+            if tp.offset >= 0:
+                lags[tp.partition] = max(0, high - tp.offset)
+        self.metrics.set_lag(lags)
+
+    def run(self, stop: threading.Event | None = None, on_commit: Callable[[], None] | None = None) -> None:
+        """Project until `stop` is set (SIGTERM in the service). A stop never leaves a half batch."""
+        self._stop = stop or threading.Event()
+        cfg = self.config
+        if cfg.migrate:
+            migrate_schema(cfg.dsn, cfg.schema)
+        self.writer = make_writer(cfg, self.metrics)
+        self.consumer = Consumer(consumer_config(cfg.bootstrap_servers, cfg.group))
+        self.consumer.subscribe([cfg.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        log.info("projecting %s into schema %s", cfg.topic, cfg.schema, extra=about(None, group=cfg.group))
+        try:
+            while not self._stop.is_set():
+                messages = usable(take_batch(self.consumer, cfg.batch_size, cfg.poll_timeout))
+                received = time.time()
+                batch = [
+                    Incoming.from_message(m, received)
+                    for m in messages
+                    if m.partition() in self.writer.expected
+                ]
+                if batch:
+                    try:
+                        outcome = self.writer.write(batch, self._stop)
+                    except OffsetConflict as exc:
+                        log.warning("offset conflict, re-seeking from Postgres: %s", exc)
+                        self._reseek()
+                        continue
+                    except Stopped:
+                        break
+                    self.consumer.commit(
+                        offsets=[TopicPartition(cfg.topic, p, n) for p, n in outcome.next_offsets.items()],
+                        asynchronous=True,
+                    )
+                    if on_commit is not None:
+                        on_commit()
+                self._update_lag()
+        finally:
+            self.consumer.close()
+            self.writer.producer.flush(10)
+            self.writer.close()
+            log.info("projector stopped")
+
+
+def store_offsets(dsn: str, schema: str, group: str, topic: str) -> dict[int, int]:
+    """The offsets a projector would resume from (tests, replay)."""
+    conn = store.connect(dsn, schema)
+    try:
+        return store.load_offsets(conn, group, topic)
+    finally:
+        conn.close()

@@ -1,0 +1,338 @@
+"""One batch of Kafka records -> one Postgres transaction, exactly once.
+
+The policy, in order:
+- decode and map every record (pure); a record that does not decode or map is a dead letter;
+- apply the whole batch in one transaction with its offsets (fast path);
+- if the database refuses the batch for its data (IntegrityError/DataError), roll back and apply
+  it again event by event, each under a savepoint, so only the offending event is dead-lettered;
+- dead letters are produced and flushed BEFORE the transaction that skips them commits;
+- the offsets stored in Postgres are locked at the start of the transaction and must equal what
+  this writer expects; otherwise another projector (or an ambiguous commit) moved them, and the
+  caller must re-seek. This fences zombies and makes a lost COMMIT acknowledgement harmless;
+- Postgres or Kafka being unreachable is never the event's fault: back off and retry the same
+  batch, advancing nothing, until it goes through or the writer is stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from confluent_kafka import KafkaError, Message, Producer
+
+from schemas.events import DeadLetter, EventBase, EventDecodeError, parse_event
+from services.projector import store
+from services.projector.mapping import MappingError, Op, map_event, reported_tokens_mismatch
+from services.projector.metrics import Metrics
+from services.runtime.kafka import dead_letter
+from services.runtime.logs import about
+
+log = logging.getLogger("projector.writer")
+
+DATA_ERRORS = (psycopg.IntegrityError, psycopg.DataError)
+STAGE = "projector"
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """One consumed Kafka record, detached from the client library."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    received: float  # time.time() when consumed
+
+    @classmethod
+    def from_message(cls, message: Message, received: float) -> Incoming:
+        return cls(message.partition(), message.offset(), message.key(), message.value(), received)  # type: ignore[arg-type]
+
+
+@dataclass
+class Decoded:
+    incoming: Incoming
+    event: EventBase | None = None
+    ops: list[Op] = field(default_factory=list)
+    error: str | None = None
+
+
+class OffsetConflict(Exception):
+    """The offsets in Postgres are not where this writer left them: re-seek from Postgres."""
+
+
+class Stopped(Exception):
+    """The writer was asked to stop while waiting for Postgres or Kafka; nothing was committed."""
+
+
+class DeliveryFailed(Exception):
+    """Dead letters could not be flushed to Kafka: do not commit the offsets that skip them."""
+
+
+def decode(incoming: Incoming) -> Decoded:
+    """Parse and map one record; any reason it cannot be projected becomes `error`."""
+    decoded = Decoded(incoming)
+    if incoming.value is None:
+        decoded.error = "empty record (no value)"
+        return decoded
+    try:
+        decoded.event = parse_event(incoming.value)
+        decoded.ops = map_event(decoded.event)
+    except (EventDecodeError, MappingError) as exc:
+        decoded.error = str(exc)
+        decoded.ops = []
+    return decoded
+
+
+@dataclass
+class WriteOutcome:
+    events: int
+    dead_letters: int
+    rounds_committed: int
+    next_offsets: dict[int, int]
+
+
+class BatchWriter:
+    """Owns the Postgres connection and the DLQ producer of one projector (or one replay)."""
+
+    def __init__(
+        self,
+        *,
+        dsn: str,
+        schema: str,
+        group: str,
+        topic: str,
+        dlq_topic: str,
+        producer: Producer,
+        metrics: Metrics | None = None,
+        notify: bool = True,
+        max_backoff: float = 5.0,
+    ) -> None:
+        self.dsn = dsn
+        self.schema = schema
+        self.group = group
+        self.topic = topic
+        self.dlq_topic = dlq_topic
+        self.producer = producer
+        self.metrics = metrics
+        self.notify = notify
+        self.max_backoff = max_backoff
+        self.expected: dict[int, int | None] = {}  # partition -> next offset stored in Postgres (None: none)
+        self._conn: psycopg.Connection | None = None
+
+    # --- wiring --------------------------------------------------------------------------
+
+    def connection(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._drop_connection()
+            self._conn = store.connect(self.dsn, self.schema)
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):  # closing a broken connection may fail; it is gone anyway
+                self._conn.close()
+        self._conn = None
+
+    def close(self) -> None:
+        self._drop_connection()
+
+    def retrying(self, what: str, action: Callable[[], Any], stop: threading.Event | None) -> Any:
+        """Run `action` until it succeeds; infrastructure failures back off, they never skip data."""
+        delay = 0.1
+        while True:
+            try:
+                return action()
+            except (OffsetConflict, Stopped):
+                raise
+            except (psycopg.Error, DeliveryFailed) as exc:
+                if self._conn is not None and (
+                    self._conn.broken or isinstance(exc, psycopg.OperationalError)
+                ):
+                    self._drop_connection()
+                log.warning(
+                    "%s failed, retrying in %.1fs: %s",
+                    what,
+                    delay,
+                    str(exc).strip().splitlines()[0:1],
+                    extra=about(None, error=type(exc).__name__),
+                )
+                if self.metrics is not None:
+                    self.metrics.retries.inc()
+            if stop is None:
+                time.sleep(delay)
+            elif stop.wait(delay):
+                raise Stopped(what)
+            delay = min(delay * 2, self.max_backoff)
+
+    def load_offsets(self, stop: threading.Event | None = None) -> dict[int, int]:
+        return self.retrying(  # type: ignore[no-any-return]
+            "load offsets", lambda: store.load_offsets(self.connection(), self.group, self.topic), stop
+        )
+
+    def assign(self, partitions: Sequence[int], stored: dict[int, int]) -> None:
+        for p in partitions:
+            self.expected[p] = stored.get(p)
+
+    def revoke(self, partitions: Sequence[int]) -> None:
+        for p in partitions:
+            self.expected.pop(p, None)
+
+    # --- the batch -----------------------------------------------------------------------
+
+    def write(self, batch: Sequence[Incoming], stop: threading.Event | None = None) -> WriteOutcome:
+        """Project `batch` (partition order preserved) and commit it with its offsets, exactly once."""
+        decoded = [decode(i) for i in batch]
+        for d in decoded:
+            if d.event is not None and (mismatch := reported_tokens_mismatch(d.event, d.ops)) is not None:
+                log.warning(
+                    "event carries tokens=%d, projection counts %d; the projection's count is stored",
+                    *mismatch,
+                    extra=about(d.event.thread_ts, d.event.message_id),
+                )
+        next_offsets: dict[int, int] = {}
+        for i in batch:
+            next_offsets[i.partition] = max(next_offsets.get(i.partition, -1), i.offset + 1)
+        outcome = self.retrying("project batch", lambda: self._commit(decoded, next_offsets), stop)
+        for p, n in next_offsets.items():
+            self.expected[p] = n
+        return outcome  # type: ignore[no-any-return]
+
+    def _commit(self, decoded: list[Decoded], next_offsets: dict[int, int]) -> WriteOutcome:
+        conn = self.connection()
+        items = [(k, d.ops) for k, d in enumerate(decoded) if d.error is None]
+        try:
+            with conn.transaction():
+                result = store.apply_batch(
+                    conn,
+                    items,
+                    group=self.group,
+                    topic=self.topic,
+                    partitions=list(next_offsets),
+                    next_offsets=next_offsets,
+                    schema=self.schema,
+                    notify=self.notify,
+                )
+                self._check_offsets(result.stored_offsets, next_offsets)
+                letters = self._letters(decoded, result.rejections)
+                self._flush_dead_letters(letters, decoded)
+        except DATA_ERRORS as exc:
+            log.warning("batch of %d refused (%s); isolating the bad event", len(decoded), type(exc).__name__)
+            return self._commit_one_by_one(conn, decoded, next_offsets)
+        return self._outcome(decoded, result.rounds_committed, letters, next_offsets)
+
+    def _commit_one_by_one(
+        self, conn: psycopg.Connection, decoded: list[Decoded], next_offsets: dict[int, int]
+    ) -> WriteOutcome:
+        rejections: list[store.Rejection] = []
+        rounds = 0
+        with conn.transaction():
+            for k, d in enumerate(decoded):
+                if d.error is not None:
+                    continue
+                try:
+                    with conn.transaction():  # a savepoint per event
+                        one = store.apply_batch(
+                            conn,
+                            [(k, d.ops)],
+                            group=self.group,
+                            topic=self.topic,
+                            partitions=[],
+                            next_offsets={},
+                            schema=self.schema,
+                            notify=False,
+                        )
+                    rejections.extend(one.rejections)
+                    rounds += one.rounds_committed
+                except DATA_ERRORS as exc:
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                    rejections.append(
+                        store.Rejection(k, f"database refused the row: {type(exc).__name__}: {first}")
+                    )
+            threads = sorted({d.event.thread_ts for d in decoded if d.event is not None})
+            final = store.apply_batch(
+                conn,
+                [],
+                group=self.group,
+                topic=self.topic,
+                partitions=list(next_offsets),
+                next_offsets=next_offsets,
+                schema=self.schema,
+                notify=self.notify,
+                threads=threads,
+            )
+            self._check_offsets(final.stored_offsets, next_offsets)
+            letters = self._letters(decoded, rejections)
+            self._flush_dead_letters(letters, decoded)
+        return self._outcome(decoded, rounds, letters, next_offsets)
+
+    def _check_offsets(self, stored: dict[int, int], next_offsets: dict[int, int]) -> None:
+        for p in next_offsets:
+            if stored.get(p) != self.expected.get(p):
+                raise OffsetConflict(
+                    f"partition {p}: Postgres holds next_offset {stored.get(p)}, this projector expected "
+                    f"{self.expected.get(p)}"
+                )
+
+    def _letters(
+        self, decoded: list[Decoded], rejections: list[store.Rejection]
+    ) -> list[tuple[int, DeadLetter]]:
+        reasons = {k: d.error for k, d in enumerate(decoded) if d.error is not None}
+        for r in rejections:
+            reasons.setdefault(r.item, r.reason)
+        letters = []
+        for k in sorted(reasons):
+            i = decoded[k].incoming
+            letters.append(
+                (k, dead_letter(reasons[k] or "?", STAGE, i.value, self.topic, i.partition, i.offset, i.key))
+            )
+        return letters
+
+    def _flush_dead_letters(self, letters: list[tuple[int, DeadLetter]], decoded: list[Decoded]) -> None:
+        if not letters:
+            return
+        failures: list[str] = []
+
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                failures.append(str(err))
+
+        for k, letter in letters:
+            self.producer.poll(0)
+            self.producer.produce(
+                self.dlq_topic,
+                key=(letter.key or "").encode(),
+                value=letter.to_bytes(),
+                on_delivery=on_delivery,
+            )
+            event = decoded[k].event
+            log.warning(
+                "dead letter: %s",
+                letter.reason,
+                extra=about(
+                    event.thread_ts if event else letter.key,
+                    event.message_id if event else None,
+                    partition=letter.partition,
+                    offset=letter.offset,
+                ),
+            )
+        remaining = self.producer.flush(30)
+        if remaining or failures:
+            raise DeliveryFailed(f"{remaining} dead letters undelivered, errors: {failures[:3]}")
+
+    def _outcome(
+        self,
+        decoded: list[Decoded],
+        rounds: int,
+        letters: list[tuple[int, DeadLetter]],
+        next_offsets: dict[int, int],
+    ) -> WriteOutcome:
+        outcome = WriteOutcome(len(decoded) - len(letters), len(letters), rounds, dict(next_offsets))
+        if self.metrics is not None:
+            self.metrics.observe_commit(decoded, outcome, time.time())
+        return outcome
