@@ -1,0 +1,396 @@
+"""Projector benchmark: exactly-once events/s vs. a plain COPY, and the loadContext query's p99.
+
+`run(settings) -> dict` produces synthetic incident threads (the seed thread's
+shape: alert, two rounds with tool calls, human turns) to a fresh topic, replays
+them through the projector's writer into a fresh schema (exactly once: rows and
+offsets per transaction, rounds through staging), then COPYs the very same rows
+into the same table in another fresh schema. Then it fills a table with
+1,000,000 rows (10,000 threads of 100, interleaved) and times the one query.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from psycopg import sql
+
+from schemas.events import (
+    AiMessage,
+    AlertReceived,
+    CompactedToolResult,
+    EventBase,
+    HumanMessage,
+    JudgeVerdict,
+    RoundCommitted,
+    ThreadPost,
+    ToolCall,
+)
+from schemas.ids import message_id, tool_call_id
+from schemas.topics import TopicSpec, ensure_topics
+from services.runtime.kafka import producer_config
+from services.runtime.settings import Settings
+
+T0 = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
+
+
+def synthetic_round(
+    thread_ts: str, round_: int, at: datetime, tools: int = 3, *, marker: bool = True
+) -> list[EventBase]:
+    """One agent round as the compacted topic carries it: ai with tool calls, tool rows, ..., marker."""
+    calls = [
+        ToolCall(
+            id=tool_call_id(thread_ts, round_, "query_loki", {"q": f'{{app="api"}} |= "err{k}"'}),
+            name="query_loki",
+            args={"q": f'{{app="api"}} |= "err{k}"'},
+        )
+        for k in range(tools)
+    ]
+    events: list[EventBase] = []
+    tick = iter(range(1, 1000))
+
+    def t() -> datetime:
+        return at + timedelta(seconds=next(tick))
+
+    events.append(
+        AiMessage(
+            thread_ts=thread_ts,
+            message_id=message_id(thread_ts, round_, "investigate", 0),
+            event_time=t(),
+            round=round_,
+            node="investigate",
+            text="Checking the logs around the window.",
+            tool_calls=calls,
+            model="bench-model",
+        )
+    )
+    for k, call in enumerate(calls):
+        raw = {
+            "status": "success",
+            "data": {
+                "resultType": "streams",
+                "result": [
+                    {
+                        "stream": {"app": "api"},
+                        "values": [
+                            [str(1710406800000000000 + j), f"level=error msg=boom {j}"] for j in range(5)
+                        ],
+                    }
+                ],
+            },
+        }
+        events.append(
+            CompactedToolResult(
+                thread_ts=thread_ts,
+                message_id=message_id(thread_ts, round_, "tools", k),
+                event_time=t(),
+                round=round_,
+                tool_call_id=call.id,
+                tool=call.name,
+                args=call.args,
+                raw=raw,
+                compact={"total_lines": 5, "patterns": [{"pattern": "level=error msg=boom <N>", "count": 5}]},
+                tokens=0,
+                raw_tokens=0,
+                raw_sha256="0" * 64,
+                compactor_version="bench",
+                budget=800,
+            )
+        )
+    events.append(
+        AiMessage(
+            thread_ts=thread_ts,
+            message_id=message_id(thread_ts, round_, "investigate", 1),
+            event_time=t(),
+            round=round_,
+            node="investigate",
+            text="Done investigating.",
+            model="bench-model",
+        )
+    )
+    hyp = message_id(thread_ts, round_, "hypothesis", 0)
+    events.append(
+        AiMessage(
+            thread_ts=thread_ts,
+            message_id=hyp,
+            event_time=t(),
+            round=round_,
+            node="hypothesis",
+            text="The API pods ran out of heap at 09:02.",
+            model="bench-model",
+        )
+    )
+    events.append(
+        JudgeVerdict(
+            thread_ts=thread_ts,
+            message_id=message_id(thread_ts, round_, "judge", 0),
+            event_time=t(),
+            round=round_,
+            grounded=round_ > 1,
+            questions=[] if round_ > 1 else ["Which deploy?", "Since when?"],
+            hypothesis_id=hyp,
+            model="bench-judge",
+        )
+    )
+    events.append(
+        ThreadPost(
+            thread_ts=thread_ts,
+            message_id=message_id(thread_ts, round_, "post", 0),
+            event_time=t(),
+            round=round_,
+            kind="summary" if round_ > 1 else "questions",
+            text="Heap exhaustion on api.",
+            model="bench-model",
+        )
+    )
+    if marker:
+        events.append(
+            RoundCommitted(
+                thread_ts=thread_ts,
+                message_id=message_id(thread_ts, round_, "commit", 0),
+                event_time=t(),
+                round=round_,
+                message_ids=[e.message_id for e in events],
+            )
+        )
+    return events
+
+
+def synthetic_human(thread_ts: str, at: datetime, n: int, *, mention: bool = False) -> HumanMessage:
+    ts = f"{at.timestamp():.6f}".replace(".", "") + f"{n:03d}"
+    return HumanMessage(
+        thread_ts=thread_ts,
+        message_id=message_id(thread_ts, None, "human", ts),
+        event_time=at,
+        user=f"U{n:05d}",
+        ts=ts,
+        text=f"<@BOT> any idea? {n}" if mention else f"seeing 502s on checkout {n}",
+        mention=mention,
+    )
+
+
+def synthetic_thread(thread_ts: str, at: datetime = T0) -> list[EventBase]:
+    """The seed thread's shape: 20 rows, 22 events (two round markers)."""
+    events: list[EventBase] = [
+        AlertReceived(
+            thread_ts=thread_ts,
+            message_id=message_id(thread_ts, None, "alert", 0),
+            event_time=at,
+            status="firing",
+            service="checkout-api",
+            alertname="HighErrorRate",
+            fingerprint="f" * 16,
+            window_start=at - timedelta(minutes=30),
+            window_end=at,
+            alert={"labels": {"severity": "page"}},
+        )
+    ]
+    events += synthetic_round(thread_ts, 1, at + timedelta(minutes=1), tools=3)
+    events += [synthetic_human(thread_ts, at + timedelta(minutes=10 + k), k) for k in range(4)]
+    events.append(synthetic_human(thread_ts, at + timedelta(minutes=20), 4, mention=True))
+    events += synthetic_round(thread_ts, 2, at + timedelta(minutes=21), tools=1)
+    return events
+
+
+def interleave(threads: list[list[EventBase]]) -> list[EventBase]:
+    """Round-robin the threads' events (each thread keeps its own order), as live traffic would."""
+    out: list[EventBase] = []
+    cursors = [0] * len(threads)
+    live = list(range(len(threads)))
+    while live:
+        nxt = []
+        for k in live:
+            out.append(threads[k][cursors[k]])
+            cursors[k] += 1
+            if cursors[k] < len(threads[k]):
+                nxt.append(k)
+        live = nxt
+    return out
+
+
+def produce(bootstrap: str, topic: str, events: list[EventBase]) -> None:
+    producer = Producer(producer_config(bootstrap, **{"linger.ms": 20, "batch.size": 1_000_000}))
+    for e in events:
+        while True:
+            try:
+                producer.produce(topic, key=e.key(), value=e.to_bytes())
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    if producer.flush(60):
+        raise RuntimeError("events not delivered")
+
+
+# --- the measurements --------------------------------------------------------------------------
+
+COLUMNS = "id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at"
+
+
+def _fresh_schema(conn: psycopg.Connection, name: str) -> None:
+    from schemas.migrate import apply_migrations
+
+    apply_migrations(conn, name)
+
+
+def _drop(conn: psycopg.Connection, name: str) -> None:
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    conn.commit()
+
+
+def measure_projection(settings: Settings, threads: int) -> dict[str, Any]:
+    from services.projector.projector import ProjectorConfig
+    from services.projector.replay import replay
+
+    tag = uuid.uuid4().hex[:8]
+    topic = f"bench.compacted.{tag}"
+    ours, plain = f"bench_proj_{tag}", f"bench_copy_{tag}"
+    ensure_topics(settings.kafka_bootstrap_servers, (TopicSpec(topic, 8),))
+    events = interleave([synthetic_thread(f"17104{k:08d}.000100") for k in range(threads)])
+    produce(settings.kafka_bootstrap_servers, topic, events)
+    conn = psycopg.connect(settings.database_url)
+    try:
+        config = ProjectorConfig(
+            bootstrap_servers=settings.kafka_bootstrap_servers,
+            dsn=settings.database_url,
+            schema=ours,
+            topic=topic,
+            dlq_topic=f"bench.dlq.{tag}",
+            batch_size=5000,
+        )
+        result = replay(config, from_beginning=True, progress=False)
+        rows = conn.execute(
+            sql.SQL("SELECT count(*) FROM {}.agent_messages").format(sql.Identifier(ours))
+        ).fetchone()
+        n_rows = int(rows[0]) if rows else 0
+        records = conn.execute(
+            sql.SQL("SELECT {} FROM {}.agent_messages ORDER BY seq").format(
+                sql.SQL(COLUMNS), sql.Identifier(ours)
+            )
+        ).fetchall()
+        conn.commit()
+        _fresh_schema(conn, plain)
+        started = time.perf_counter()
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                sql.SQL("COPY {}.agent_messages ({}) FROM STDIN").format(
+                    sql.Identifier(plain), sql.SQL(COLUMNS)
+                )
+            ) as copy,
+        ):
+            for rec in records:
+                copy.write_row(rec)
+        conn.commit()
+        copy_s = time.perf_counter() - started
+    finally:
+        for name in (ours, plain):
+            _drop(conn, name)
+        conn.close()
+        AdminClient({"bootstrap.servers": settings.kafka_bootstrap_servers}).delete_topics(
+            [topic, f"bench.dlq.{tag}"]
+        )
+    ours_rows_s = n_rows / result.seconds
+    copy_rows_s = n_rows / copy_s
+    return {
+        "events": len(events),
+        "rows": n_rows,
+        "rounds_committed": result.rounds_committed,
+        "projector_seconds": round(result.seconds, 3),
+        "projector_events_per_s": round(len(events) / result.seconds),
+        "projector_rows_per_s": round(ours_rows_s),
+        "copy_seconds": round(copy_s, 3),
+        "copy_rows_per_s": round(copy_rows_s),
+        "fraction_of_copy": round(ours_rows_s / copy_rows_s, 3),
+    }
+
+
+def measure_query(
+    settings: Settings, threads: int = 10_000, per_thread: int = 100, samples: int = 2000
+) -> dict[str, Any]:
+    schema = f"bench_q_{uuid.uuid4().hex[:8]}"
+    conn = psycopg.connect(settings.database_url)
+    try:
+        _fresh_schema(conn, schema)
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        started = time.perf_counter()
+        # Interleaved like live traffic: consecutive seqs belong to different threads.
+        conn.execute(
+            """
+            INSERT INTO agent_messages (id, thread_ts, round, role, content, compact, tokens, created_at)
+            SELECT 't' || t || ':' || (i / 20 + 1) || ':investigate:' || i, 't' || t, i / 20 + 1, 'ai',
+                   jsonb_build_object('node', 'investigate', 'text', repeat('x', 200), 'i', i),
+                   CASE WHEN i % 3 = 0 THEN jsonb_build_object('headline', 'digest ' || i) END,
+                   50, now()
+            FROM generate_series(0, %s - 1) AS i, generate_series(0, %s - 1) AS t
+            ORDER BY i, t
+            """,
+            (per_thread, threads),
+        )
+        conn.commit()
+        conn.autocommit = True
+        conn.execute("VACUUM ANALYZE agent_messages")
+        fill_s = time.perf_counter() - started
+        query = (
+            "SELECT id, round, role, tool_call_id, coalesce(compact, content), tokens"
+            " FROM agent_messages WHERE thread_ts = %s ORDER BY seq"
+        )
+        rng = random.Random(7)
+        timings = []
+        with conn.cursor() as cur:
+            for k in range(samples + 200):
+                t = f"t{rng.randrange(threads)}"
+                began = time.perf_counter()
+                cur.execute(query, (t,), prepare=True)
+                got = cur.fetchall()
+                elapsed = time.perf_counter() - began
+                if len(got) != per_thread:
+                    raise RuntimeError(f"thread {t} has {len(got)} rows")
+                if k >= 200:  # warm-up excluded
+                    timings.append(elapsed)
+        timings.sort()
+        return {
+            "table_rows": threads * per_thread,
+            "thread_rows": per_thread,
+            "fill_seconds": round(fill_s, 1),
+            "query_p50_ms": round(statistics.median(timings) * 1000, 3),
+            "query_p99_ms": round(timings[int(len(timings) * 0.99) - 1] * 1000, 3),
+        }
+    finally:
+        conn.autocommit = True
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        conn.close()
+
+
+def run(settings: Settings | None = None, threads: int = 5000) -> dict[str, Any]:
+    settings = settings or Settings.from_env()
+    projection = measure_projection(settings, threads)
+    query = measure_query(settings)
+    markdown = "\n".join(
+        [
+            "## Projector",
+            "",
+            f"- exactly-once projection: {projection['projector_events_per_s']:,} events/s "
+            f"({projection['projector_rows_per_s']:,} rows/s; {projection['events']:,} events, "
+            f"{projection['rows']:,} rows, {projection['rounds_committed']:,} rounds through staging), target >= 20,000",
+            f"- plain COPY of the same rows into the same table: {projection['copy_rows_per_s']:,} rows/s; "
+            f"ours is {projection['fraction_of_copy']:.2f} of it (aim >= 0.5)",
+            f"- `WHERE thread_ts=$1 ORDER BY seq`, {query['thread_rows']}-row thread in "
+            f"{query['table_rows']:,} rows: p50 {query['query_p50_ms']} ms, p99 {query['query_p99_ms']} ms "
+            "(target < 2 ms)",
+        ]
+    )
+    return {"projection": projection, "query": query, "markdown": markdown}
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(), indent=2))

@@ -1,0 +1,130 @@
+"""Replay rate: events/s to re-derive 1,000,000 events from a topic into an empty schema.
+
+The events are human turns spread over 10,000 threads (round NULL, so they land directly),
+produced once onto a topic of their own, then replayed with the same code path as
+`incident-memory replay --from-beginning --into SCHEMA`. A plain `COPY` of the resulting rows
+into an empty table in the same run gives the physical limit.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from confluent_kafka import Producer
+from psycopg import sql
+
+from schemas.events import HumanMessage
+from schemas.ids import message_id
+from schemas.topics import COMPACTED, TOPICS, TopicSpec, ensure_topics
+from services.projector.projector import ProjectorConfig
+from services.projector.replay import replay
+from services.runtime.kafka import producer_config
+from services.runtime.settings import Settings
+
+EVENTS = int(os.environ.get("BENCH_REPLAY_EVENTS", "1000000"))
+THREADS = 10_000
+
+
+def _produce(bootstrap: str, topic: str, n: int) -> float:
+    producer = Producer(producer_config(bootstrap, **{"linger.ms": 50, "batch.size": 1_000_000}))
+    t0 = datetime(2026, 3, 14, 3, 0, tzinfo=UTC)
+    started = time.perf_counter()
+    for i in range(n):
+        thread_ts = f"1773{i % THREADS:06d}.000100"
+        ts = f"1773{i:09d}.000200"
+        event = HumanMessage(
+            thread_ts=thread_ts,
+            message_id=message_id(thread_ts, None, "human", ts),
+            event_time=t0 + timedelta(milliseconds=i),
+            user=f"U{i % 97:03d}",
+            ts=ts,
+            text=f"checkout pods restarting again, heap at {i % 512}Mi",
+        )
+        while True:
+            try:
+                producer.produce(topic, key=event.key(), value=event.to_bytes())
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    return time.perf_counter() - started
+
+
+def _copy_limit(dsn: str, schema: str) -> float:
+    """COPY the replayed rows into an empty copy of the table: what Postgres itself can take."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute("CREATE TABLE copy_target (LIKE agent_messages INCLUDING ALL)")
+        conn.commit()
+        with conn.cursor() as cur:
+            rows = cur.execute(
+                "SELECT id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at FROM agent_messages"
+            ).fetchall()
+        started = time.perf_counter()
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY copy_target (id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at) FROM STDIN"
+            ) as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+        conn.commit()
+        return time.perf_counter() - started
+
+
+def run(settings: Settings) -> dict[str, Any]:
+    topic = f"bench.replay.{uuid.uuid4().hex[:8]}"
+    schema = f"bench_replay_{uuid.uuid4().hex[:8]}"
+    partitions = next(s.partitions for s in TOPICS if s.name == COMPACTED)
+    ensure_topics(settings.kafka_bootstrap_servers, (TopicSpec(topic, partitions),))
+    produce_s = _produce(settings.kafka_bootstrap_servers, topic, EVENTS)
+    config = ProjectorConfig(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        dsn=settings.database_url,
+        schema=schema,
+        topic=topic,
+        group=f"bench-replay-{uuid.uuid4().hex[:6]}",
+        batch_size=5000,
+    )
+    result = replay(config, from_beginning=True, progress=False)
+    with psycopg.connect(settings.database_url) as conn:
+        found = conn.execute(
+            sql.SQL("SELECT count(*) FROM {}.agent_messages").format(sql.Identifier(schema))
+        ).fetchone()
+    rows = int(found[0]) if found else 0
+    copy_s = _copy_limit(settings.database_url, schema)
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+    from confluent_kafka.admin import AdminClient
+
+    AdminClient({"bootstrap.servers": settings.kafka_bootstrap_servers}).delete_topics([topic])
+    copy_rate = rows / copy_s if copy_s else 0.0
+    md = (
+        f"Replayed {result.events:,} events ({THREADS:,} threads, {partitions} partitions) from the beginning of a "
+        f"topic into an empty schema through the projector's own writer (exactly-once: rows and offsets per "
+        f"transaction).\n\n"
+        f"| figure | value |\n|---|---:|\n"
+        f"| events replayed | {result.events:,} |\n"
+        f"| rows in agent_messages afterwards | {rows:,} |\n"
+        f"| replay time | {result.seconds:.1f} s |\n"
+        f"| **replay rate** | **{result.events_per_second:,.0f} events/s** |\n"
+        f"| plain COPY of the same rows (limit) | {copy_rate:,.0f} rows/s |\n"
+        f"| replay / COPY | {result.events_per_second / copy_rate if copy_rate else 0:.2f} |\n"
+        f"| time to produce the events (setup) | {produce_s:.1f} s |\n"
+    )
+    return {
+        "title": "Replay: re-deriving 1,000,000 events into an empty schema",
+        "markdown": md,
+        "events": result.events,
+        "rows": rows,
+        "events_per_second": result.events_per_second,
+        "copy_rows_per_second": copy_rate,
+    }

@@ -1,0 +1,28 @@
+"""Ingest configuration: secrets, topics and limits, as one frozen value built by main."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from schemas import topics
+
+MAX_BODY_BYTES = 1024 * 1024  # 1 MiB: far above any Slack event or Alertmanager group, small enough to bound memory
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    signing_secret: str
+    alertmanager_token: str
+    bootstrap_servers: str
+    bot_user_id: str | None = None
+    events_topic: str = topics.EVENTS
+    wake_topic: str = topics.WAKE
+    dlq_topic: str = topics.DLQ
+    max_body_bytes: int = MAX_BODY_BYTES
+    timestamp_tolerance_s: int = 300  # Slack's own advice: reject requests older (or newer) than 5 minutes
+    ack_timeout_s: float = 2.5  # under Slack's 3 s: answer 503 rather than let Slack time out
+    window_before_s: int = 30 * 60  # pinned window = [startsAt - before, startsAt + after]
+    window_after_s: int = 30 * 60
+    dedupe_ttl_s: float = 3600.0  # Slack retries within minutes (immediately, ~1 min, ~5 min)
+    dedupe_max_entries: int = 200_000
+    producer_overrides: dict[str, str | int | bool] = field(default_factory=dict)

@@ -1,0 +1,144 @@
+"""Slack Events API payloads -> events. Pure: no I/O, so every branch is testable on its own.
+
+Decisions (Slack retries any non-2xx, so a 4xx is only for input that is malformed):
+- `url_verification` -> the challenge; `app_rate_limited` -> a deliberate ignore.
+- Any other envelope type is not Slack's protocol -> 400 `unknown_event_type`.
+- An inner event type we do not subscribe to (reactions, channel events, ...) -> 200 ignore.
+- `message` in a thread (plain, thread_broadcast, file_share, me_message) -> HumanMessage.
+  It carries mention=True when the text addresses the bot, so it equals the HumanMessage
+  made from the matching `app_mention` byte for byte (same id, same content).
+- `app_mention` -> HumanMessage(mention=True) + Wake(reason="mention"); the wake comes
+  only from app_mention, so one mention wakes the agent once.
+- `message_changed` -> a NEW HumanMessage (id from the edit's ts) with edit_of = the
+  original ts. The original row is never rewritten (events are facts).
+- The bot's own messages (bot_id, bot_message subtype, or the configured bot user) and
+  other subtypes (message_deleted, channel_join, ...) -> a deliberate 200 ignore.
+- Messages outside a thread (no thread_ts) -> ignore: an incident lives in a thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.events import HumanMessage, Wake
+from schemas.ids import message_id
+from services.ingest.planned import Planned, get_dict, get_str, slack_ts, ts_to_datetime
+from services.ingest.rejections import Ignored, Rejected, missing
+
+TEXT_SUBTYPES = {None, "thread_broadcast", "file_share", "me_message"}
+IGNORED_ENVELOPES = {"app_rate_limited"}
+
+
+@dataclass(frozen=True)
+class Challenge:
+    value: str
+
+
+@dataclass(frozen=True)
+class Callback:
+    """An event_callback: its event id (for retry dedupe) and the events it becomes."""
+
+    event_id: str
+    planned: list[Planned]
+
+
+def map_payload(payload: dict[str, Any], bot_user_id: str | None) -> Challenge | Callback:
+    """Map one verified Slack request body. Raises Rejected (4xx) or Ignored (200)."""
+    kind = get_str(payload, "type", "")
+    if kind == "url_verification":
+        return Challenge(get_str(payload, "challenge", "") or "")
+    if kind in IGNORED_ENVELOPES:
+        raise Ignored(f"envelope:{kind}")
+    if kind != "event_callback":
+        raise Rejected(400, "unknown_event_type", f"envelope type {kind!r}")
+    event_id = get_str(payload, "event_id", "") or ""
+    if not event_id:
+        raise missing("event_id")
+    event = get_dict(payload, "event", "")
+    return Callback(event_id, map_event(event, bot_user_id))
+
+
+def map_event(event: dict[str, Any], bot_user_id: str | None) -> list[Planned]:
+    kind = get_str(event, "type", "event.")
+    if kind == "app_mention":
+        return _mention(event, bot_user_id)
+    if kind == "message":
+        return _message(event, bot_user_id)
+    raise Ignored(f"event_type_not_handled:{str(kind)[:64]}")
+
+
+def _is_bot(obj: dict[str, Any], bot_user_id: str | None) -> str | None:
+    if obj.get("bot_id") or obj.get("subtype") == "bot_message":
+        return "bot_message"
+    if bot_user_id and obj.get("user") == bot_user_id:
+        return "own_message"
+    return None
+
+
+def _message(event: dict[str, Any], bot_user_id: str | None) -> list[Planned]:
+    subtype = event.get("subtype")
+    if subtype == "message_changed":
+        return _edit(event, bot_user_id)
+    if (why := _is_bot(event, bot_user_id)) is not None:
+        raise Ignored(why)
+    if subtype not in TEXT_SUBTYPES:
+        raise Ignored(f"subtype_ignored:{str(subtype)[:64]}")
+    thread_ts = slack_ts(event, "thread_ts", "event.", required=False)
+    if thread_ts is None:
+        raise Ignored("not_in_thread")
+    ts = slack_ts(event, "ts", "event.") or ""
+    text = get_str(event, "text", "event.") or ""
+    mention = bool(bot_user_id) and f"<@{bot_user_id}>" in text
+    return [Planned("events", _human(thread_ts, ts, event, text, mention))]
+
+
+def _mention(event: dict[str, Any], bot_user_id: str | None) -> list[Planned]:
+    if (why := _is_bot(event, bot_user_id)) is not None:
+        raise Ignored(why)
+    thread_ts = slack_ts(event, "thread_ts", "event.", required=False)
+    if thread_ts is None:
+        raise Ignored("not_in_thread")
+    ts = slack_ts(event, "ts", "event.") or ""
+    text = get_str(event, "text", "event.") or ""
+    human = _human(thread_ts, ts, event, text, mention=True)
+    wake = Wake(
+        thread_ts=thread_ts,
+        message_id=message_id(thread_ts, None, "wake", ts),
+        event_time=human.event_time,
+        reason="mention",
+        trigger_message_id=human.message_id,
+        user=human.user,
+    )
+    return [Planned("events", human), Planned("wake", wake)]
+
+
+def _edit(event: dict[str, Any], bot_user_id: str | None) -> list[Planned]:
+    new = get_dict(event, "message", "event.")
+    if (why := _is_bot(new, bot_user_id)) is not None:
+        raise Ignored(why)
+    thread_ts = slack_ts(new, "thread_ts", "event.message.", required=False)
+    if thread_ts is None:
+        raise Ignored("not_in_thread")
+    edit_ts = slack_ts(event, "ts", "event.", required=False) or slack_ts(event, "event_ts", "event.")
+    original_ts = slack_ts(new, "ts", "event.message.") or ""
+    text = get_str(new, "text", "event.message.") or ""
+    mention = bool(bot_user_id) and f"<@{bot_user_id}>" in text
+    return [Planned("events", _human(thread_ts, edit_ts or "", new, text, mention, edit_of=original_ts))]
+
+
+def _human(
+    thread_ts: str, ts: str, source: dict[str, Any], text: str, mention: bool, edit_of: str | None = None
+) -> HumanMessage:
+    where = "event.message." if edit_of is not None else "event."
+    user = get_str(source, "user", where) or ""
+    return HumanMessage(
+        thread_ts=thread_ts,
+        message_id=message_id(thread_ts, None, "human", ts),
+        event_time=ts_to_datetime(ts),
+        user=user,
+        ts=ts,
+        text=text,
+        mention=mention,
+        edit_of=edit_of,
+    )
