@@ -34,11 +34,13 @@ from schemas.events import (
     ToolCall,
 )
 from schemas.ids import message_id, tool_call_id
+from schemas.tokens import count_value_tokens
 from schemas.topics import TopicSpec, ensure_topics
 from services.runtime.kafka import producer_config
 from services.runtime.settings import Settings
 
 T0 = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
+DIGEST = {"total_lines": 5, "patterns": [{"pattern": "level=error msg=boom <N>", "count": 5}]}
 
 
 def synthetic_round(
@@ -96,8 +98,8 @@ def synthetic_round(
                 tool=call.name,
                 args=call.args,
                 raw=raw,
-                compact={"total_lines": 5, "patterns": [{"pattern": "level=error msg=boom <N>", "count": 5}]},
-                tokens=0,
+                compact=DIGEST,
+                tokens=count_value_tokens(DIGEST),
                 raw_tokens=0,
                 raw_sha256="0" * 64,
                 compactor_version="bench",

@@ -88,10 +88,11 @@ def build_classpath(p: KafkaPaths) -> bool:
     stamp = p.libs / ".pom.sha256"
     if stamp.is_file() and stamp.read_text().strip() == digest:
         return False
-    mvn = shutil.which("mvn")
-    java = shutil.which("java")
-    if not mvn or not java:
-        raise UserFacingError("the local Kafka needs `java` (17+) and `mvn` on PATH (apt-get install maven openjdk-17-jre-headless)")
+    if not shutil.which("mvn") or not shutil.which("java"):
+        from deploy.local import apt
+
+        apt.install("maven", "default-jre-headless", why="the local Kafka needs `java` (17+) and `mvn`")
+    mvn = shutil.which("mvn") or "mvn"
     staging = p.root / "libs.new"
     shutil.rmtree(staging, ignore_errors=True)
     p.root.mkdir(parents=True, exist_ok=True)
@@ -150,7 +151,9 @@ def format_storage(p: KafkaPaths) -> None:
                  "--ignore-formatted", heap=["-Xmx256m"])  # fmt: skip
     result = subprocess.run(argv, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        raise UserFacingError(f"kafka StorageTool format failed: {(result.stdout + result.stderr).strip()[-2000:]}")
+        raise UserFacingError(
+            f"kafka StorageTool format failed: {(result.stdout + result.stderr).strip()[-2000:]}"
+        )
 
 
 def _port_in_use(port: int) -> bool:
@@ -186,7 +189,9 @@ def wait_ready(p: KafkaPaths, timeout: float, proc: subprocess.Popen[bytes] | No
         if proc is not None and proc.poll() is not None:
             raise UserFacingError(
                 f"the local Kafka broker exited with code {proc.returncode}; last lines of its log:\n"
-                + procs.tail(p.logs / "server.log") + "\n" + procs.tail(p.console_log, 10)
+                + procs.tail(p.logs / "server.log")
+                + "\n"
+                + procs.tail(p.console_log, 10)
             )
         try:
             check_kafka(bootstrap(), timeout=2.0)

@@ -10,7 +10,6 @@ import glob
 import hashlib
 import os
 import pwd
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -77,7 +76,9 @@ def _run_as(argv: list[str], check: bool = True, **kw: object) -> subprocess.Com
 def _traversable_by_owner(path: Path) -> bool:
     if not _as_root():
         return True
-    return subprocess.run(["runuser", "-u", OS_USER, "--", "test", "-x", str(path)], check=False).returncode == 0
+    return (
+        subprocess.run(["runuser", "-u", OS_USER, "--", "test", "-x", str(path)], check=False).returncode == 0
+    )
 
 
 def paths(state: Path | None = None) -> PgPaths:
@@ -97,7 +98,9 @@ def bin_dir(install: bool = True) -> Path:
         _apt_install()
         found = _find_bin_dir()
     if found is None:
-        raise UserFacingError("PostgreSQL server binaries not found in /usr/lib/postgresql/*/bin (apt-get install postgresql)")
+        raise UserFacingError(
+            "PostgreSQL server binaries not found in /usr/lib/postgresql/*/bin (apt-get install postgresql)"
+        )
     return found
 
 
@@ -109,21 +112,12 @@ def _find_bin_dir() -> Path | None:
 
 
 def _apt_install() -> None:
-    if not _as_root() or shutil.which("apt-get") is None:
-        raise UserFacingError("PostgreSQL is not installed and cannot be installed here (needs root and apt-get); "
-                              "install `postgresql` or set DATABASE_URL to an existing server")  # fmt: skip
-    if not NO_MAIN_CLUSTER.exists():  # no extra cluster on 5432 from the package's postinst
+    from deploy.local import apt
+
+    if os.geteuid() == 0 and not NO_MAIN_CLUSTER.exists():  # no extra cluster on 5432 from the postinst
         NO_MAIN_CLUSTER.parent.mkdir(parents=True, exist_ok=True)
         NO_MAIN_CLUSTER.write_text("create_main_cluster = false\n")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for argv in (
-        ["apt-get", "update", "-q"],
-        ["apt-get", "install", "-y", "-q", "--no-install-recommends", "-o", "Dpkg::Options::=--force-confold",
-         "postgresql"],
-    ):  # fmt: skip
-        result = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
-        if result.returncode != 0:
-            raise UserFacingError(f"`{' '.join(argv)}` failed: {result.stderr.strip()[-1500:]}")
+    apt.install("postgresql", why="PostgreSQL is not installed (or set DATABASE_URL to an existing server)")
 
 
 def running_pid(p: PgPaths) -> int | None:
@@ -221,6 +215,8 @@ def stop(p: PgPaths) -> bool:
         return False
     bins = _find_bin_dir()
     if bins is not None:
-        _run_as([str(bins / "pg_ctl"), "-D", str(p.data), "-m", "fast", "-w", "-t", "30", "stop"], check=False)
+        _run_as(
+            [str(bins / "pg_ctl"), "-D", str(p.data), "-m", "fast", "-w", "-t", "30", "stop"], check=False
+        )
     procs.stop(pid, str(p.data), timeout=10.0)  # no-op if pg_ctl already stopped it
     return True

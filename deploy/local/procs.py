@@ -55,7 +55,9 @@ def running_pid(pid_file: Path, marker: str) -> int | None:
     return pid if pid is not None and is_running(pid, marker) else None
 
 
-def spawn(argv: Sequence[str], log_file: Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def spawn(
+    argv: Sequence[str], log_file: Path, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start `argv` in its own session (so a Ctrl-C of the caller does not reach it), output to `log_file`."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as out:

@@ -70,7 +70,9 @@ def locked(state: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise UserFacingError(f"another `incident-memory up/down` holds {state / 'stack.lock'}") from None
+                    raise UserFacingError(
+                        f"another `incident-memory up/down` holds {state / 'stack.lock'}"
+                    ) from None
                 time.sleep(0.1)
         try:
             yield

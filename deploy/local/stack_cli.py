@@ -11,7 +11,9 @@ from deploy.local import stack
 def add_up_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-migrate", action="store_true", help="do not apply the SQL migrations")
     parser.add_argument("--no-topics", action="store_true", help="do not create the topics")
-    parser.add_argument("--check-timeout", type=float, default=10.0, help="seconds to wait for an external broker/db")
+    parser.add_argument(
+        "--check-timeout", type=float, default=10.0, help="seconds to wait for an external broker/db"
+    )
 
 
 def run_up(args: argparse.Namespace) -> int:

@@ -16,9 +16,13 @@ from services.runtime.errors import BadInput, UserFacingError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tool", required=True, help="tool name, e.g. query_loki (unknown tools: passthrough)")
+    parser.add_argument(
+        "--tool", required=True, help="tool name, e.g. query_loki (unknown tools: passthrough)"
+    )
     parser.add_argument("--budget", type=int, default=None, help="token budget (default: the tool's)")
-    parser.add_argument("--evidence-id", default=None, help="evidence id to render (default: from the raw's hash)")
+    parser.add_argument(
+        "--evidence-id", default=None, help="evidence id to render (default: from the raw's hash)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,5 +40,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(str(exc).splitlines()[0] if str(exc) else "raw is not of the tool's format") from None
     except BudgetExceeded as exc:
         raise UserFacingError(str(exc)) from None
-    sys.stdout.write(canonical_json({"tool": args.tool, "compact": outcome.compact, "tokens": outcome.tokens}) + "\n")
+    sys.stdout.write(
+        canonical_json({"tool": args.tool, "compact": outcome.compact, "tokens": outcome.tokens}) + "\n"
+    )
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from services.compactor.model import Draft, Item, RawFormatError
@@ -18,8 +19,15 @@ from services.compactor.timefmt import iso_from_ns
 
 TOOL = "query_loki"
 
-_QUOTED = re.compile(r'([=:]\s?)"(?:[^"\\]|\\.)*"')
-_MASK = re.compile(r"\b[0-9a-fA-F]{12,}\b|[\w.\-+/]*\d[\w.\-+/]*")
+# One pass, one literal replacement (no per-match Python call): a quoted value after `=`/`:`
+# (with its `=`/`:`), or a "word" (letters, digits, . - + /) holding a digit, matched only
+# from a word start so the engine never retries inside it, or a digit-free hex run of 12+.
+_MASK = re.compile(
+    r'[=:]\s?"[^"\\]*(?:\\.[^"\\]*)*"'
+    r"|(?<![\w.+/\-])(?=[\w.+/\-]*\d)[\w.+/\-]+"
+    r"|\b[0-9a-fA-F]{12,}\b"
+)
+_LEVEL_HINT = re.compile("fatal|panic|emerg|crit|err|warn")  # cheap prefilter on the lowercased line
 _LEVEL_WORDS = re.compile(
     r"\b(fatal|panic|emerg|emergency|crit|critical|error|err|warn|warning)\b", re.IGNORECASE
 )
@@ -42,11 +50,13 @@ _LABEL_KEYS = ("level", "detected_level", "severity", "lvl", "log_level")
 
 def fingerprint(line: str) -> str:
     """The pattern of a line: every variable part masked to `<*>`."""
-    return _MASK.sub("<*>", _QUOTED.sub(r'\1"<*>"', line))
+    return _MASK.sub("<*>", line)
 
 
 def line_level(line: str) -> str:
     """The most severe level word in a line (`info` when none)."""
+    if _LEVEL_HINT.search(line.lower()) is None:
+        return "info"  # fast path: no level word can match
     best = "info"
     for word in _LEVEL_WORDS.findall(line):
         level = _WORD_LEVEL[word.lower()]
@@ -65,8 +75,47 @@ def _label_level(stream: Mapping[str, Any]) -> str:
     return "info"
 
 
+def _entry_ns(value: Any) -> int:
+    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            if moment.tzinfo is not None:
+                delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+                return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+    raise RawFormatError(f"query_loki: timestamp {value!r} is neither integer nanoseconds nor RFC 3339")
+
+
+def _parse_entries(raw: list[Any]) -> list[tuple[int, int, str, str]]:
+    """Grafana MCP's `query_loki_logs` shape: a list of {timestamp, line, labels}."""
+    entries = []
+    for index, entry in enumerate(raw):
+        if not isinstance(entry, dict) or not isinstance(entry.get("line"), str):
+            raise RawFormatError(f"query_loki: entry {index} is not a {{timestamp, line, labels}} log entry")
+        labels = entry.get("labels") or {}
+        entries.append(
+            (
+                _entry_ns(entry.get("timestamp")),
+                0,
+                entry["line"],
+                _label_level(labels if isinstance(labels, dict) else {}),
+            )
+        )
+    entries.sort(key=lambda e: (e[0], e[1]))
+    return entries
+
+
 def parse(raw: Any) -> list[tuple[int, int, str, str]]:
-    """(ns, stream index, line, label level) for every entry; RawFormatError if not a streams response."""
+    """(ns, stream index, line, label level) for every entry; RawFormatError if not a streams response.
+
+    Also accepts a list of `{timestamp, line, labels}` entries (Grafana's MCP `query_loki_logs`).
+    """
+    if isinstance(raw, list) and raw and all(isinstance(e, dict) and "line" in e for e in raw):
+        return _parse_entries(raw)
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
         raise RawFormatError("query_loki: expected a Loki query_range response with a 'data' object")
     data = raw["data"]
@@ -89,7 +138,9 @@ def parse(raw: Any) -> list[tuple[int, int, str, str]]:
             try:
                 ns = int(value[0])
             except (TypeError, ValueError):
-                raise RawFormatError(f"query_loki: timestamp {value[0]!r} is not integer nanoseconds") from None
+                raise RawFormatError(
+                    f"query_loki: timestamp {value[0]!r} is not integer nanoseconds"
+                ) from None
             entries.append((ns, s_index, value[1], label_level))
     entries.sort(key=lambda e: (e[0], e[1]))
     return entries

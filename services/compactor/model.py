@@ -20,7 +20,9 @@ class BudgetExceeded(RuntimeError):
     """The digest is over its budget after every fallback (invariant 7)."""
 
     def __init__(self, tool: str, tokens: int, budget: int) -> None:
-        super().__init__(f"{tool}: digest is {tokens} tokens, over its budget of {budget} after every fallback")
+        super().__init__(
+            f"{tool}: digest is {tokens} tokens, over its budget of {budget} after every fallback"
+        )
         self.tool = tool
         self.tokens = tokens
         self.budget = budget

@@ -21,10 +21,14 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
 
     def truncated(budget: int) -> dict[str, Any]:
         more = f"get_evidence({evidence_id})"
-        marker = f" …[truncated: {len(text)} chars in all; the rest via {more}]"
+        marker = f" …[truncated at {{cut}} of {len(text)} chars: {more}]"
 
         def build(cut: int) -> dict[str, Any]:
-            return {"evidence_id": evidence_id, "truncated": True, "text": text[:cut] + marker, "more": more}
+            return {
+                "evidence_id": evidence_id,
+                "truncated": True,
+                "text": text[:cut] + marker.format(cut=cut),
+            }
 
         lo, hi = 0, len(text)
         while lo < hi:  # the longest prefix that fits

@@ -2,7 +2,7 @@
 
 Counts are summed from each event's `count` (1 when absent), first/last seen are the
 raw timestamp strings as they appear, and one message is kept verbatim (the
-latest). Warning groups are pinned: a Warning is never dropped.
+latest). Warnings rank first when a selection is needed; a dropped group is still counted.
 """
 
 from __future__ import annotations
@@ -50,7 +50,14 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
         last = _ts(event, "lastTimestamp", "eventTime", "firstTimestamp")
         group = groups.get(key)
         if group is None:
-            group = groups[key] = {"n": 0, "first": first, "last": last, "type": "", "message": "", "events": 0}
+            group = groups[key] = {
+                "n": 0,
+                "first": first,
+                "last": last,
+                "type": "",
+                "message": "",
+                "events": 0,
+            }
         group["n"] += n
         group["events"] += 1
         if first and (not group["first"] or first < group["first"]):
@@ -67,6 +74,7 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
             "reason": reason,
             "object": f"{kind}/{name}",
             "type": g["type"],
+            "events": g["events"],
             "count": g["n"],
             "first": g["first"],
             "last": g["last"],
@@ -74,7 +82,7 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
         }
         warning = g["type"] == "Warning"
         items.append(
-            Item(id=f"e{index}", body=body, n=g["n"], pinned=warning, level="warn" if warning else "info", first=g["first"])
+            Item(id=f"e{index}", body=body, n=g["n"], level="warn" if warning else "info", first=g["first"])
         )
     header = {
         "evidence_id": evidence_id,

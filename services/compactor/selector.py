@@ -42,11 +42,12 @@ class Selector(Protocol):
 
 
 class LocalDeterministicSelector:
-    """A rule, not a model: most severe first, then most frequent, then earliest; greedy fill.
+    """A rule, not a model: most severe first, then rarest, then earliest; greedy fill.
 
-    Candidates that do not fit are skipped (a smaller one after them may still fit), so
-    the digest keeps as many distinct facts as the budget allows. Used by tests, the
-    demo and whenever no model is configured.
+    Rarest first because the frequent patterns (health checks, access logs) are the
+    baseline and the rare ones are the anomaly; dropped ones are still counted in the
+    digest. Candidates that do not fit are skipped (a smaller one after them may
+    still fit). Used by tests, the demo and whenever no model is configured.
     """
 
     model = LOCAL_MODEL
@@ -54,7 +55,7 @@ class LocalDeterministicSelector:
     def select(self, candidates: list[Candidate], budget: int, context: dict[str, Any]) -> Selection:
         ranked = sorted(
             (c for c in candidates if not c.pinned),
-            key=lambda c: (-LEVEL_RANK.get(c.level, 1), -c.n, c.first or "", c.id),
+            key=lambda c: (-LEVEL_RANK.get(c.level, 1), c.n, c.first or "", c.id),
         )
         kept: list[str] = []
         left = budget
@@ -62,7 +63,9 @@ class LocalDeterministicSelector:
             if cand.tokens <= left:
                 kept.append(cand.id)
                 left -= cand.tokens
-        return Selection(ids=kept, reason="severity, then count, then earliest; greedy within budget", model=self.model)
+        return Selection(
+            ids=kept, reason="severity, then rarest, then earliest; greedy within budget", model=self.model
+        )
 
 
 class _Choice(BaseModel):
@@ -98,7 +101,16 @@ class OpenAISelector:
         import json
 
         lines = "\n".join(
-            json.dumps({"id": c.id, "n": c.n, "level": c.level, "pinned": c.pinned, "tokens": c.tokens, "text": c.text})
+            json.dumps(
+                {
+                    "id": c.id,
+                    "n": c.n,
+                    "level": c.level,
+                    "pinned": c.pinned,
+                    "tokens": c.tokens,
+                    "text": c.text,
+                }
+            )
             for c in candidates
         )
         alert = {k: context.get(k) for k in ("service", "alertname", "window_start", "window_end")}

@@ -17,19 +17,22 @@ from services.compactor.timefmt import iso_from_ns
 
 TOOL = "query_tempo"
 _ERROR_CODES = {2, "2", "STATUS_CODE_ERROR", "ERROR"}
-_KEEP_ATTRS = (
-    "http.method",
-    "http.request.method",
-    "http.route",
-    "http.url",
-    "http.status_code",
-    "http.response.status_code",
-    "db.system",
-    "db.statement",
-    "rpc.method",
-    "exception.type",
-    "exception.message",
-    "error.type",
+# Infrastructure attributes that repeat on every span of a service: left in the raw (get_evidence).
+_SKIP_ATTRS = frozenset(
+    {
+        "code.filepath",
+        "code.function",
+        "code.lineno",
+        "net.host.name",
+        "net.host.port",
+        "net.peer.port",
+        "thread.id",
+        "thread.name",
+        "deployment.environment",
+        "http.flavor",
+        "http.user_agent",
+        "otel.library.name",
+    }
 )
 
 
@@ -69,10 +72,14 @@ def parse(raw: Any) -> list[Span]:
     if isinstance(raw, dict) and isinstance(raw.get("trace"), dict):
         raw = raw["trace"]
     if not isinstance(raw, dict):
-        raise RawFormatError("query_tempo: expected an OTLP JSON trace object with 'batches' or 'resourceSpans'")
+        raise RawFormatError(
+            "query_tempo: expected an OTLP JSON trace object with 'batches' or 'resourceSpans'"
+        )
     batches = raw.get("batches", raw.get("resourceSpans"))
     if not isinstance(batches, list):
-        raise RawFormatError("query_tempo: expected an OTLP JSON trace with a 'batches' or 'resourceSpans' list")
+        raise RawFormatError(
+            "query_tempo: expected an OTLP JSON trace with a 'batches' or 'resourceSpans' list"
+        )
     spans: list[Span] = []
     for b_index, batch in enumerate(batches):
         if not isinstance(batch, dict):
@@ -97,7 +104,7 @@ def parse(raw: Any) -> list[Span]:
                     if isinstance(event, dict) and event.get("name") == "exception":
                         for key, value in _attrs(event.get("attributes")).items():
                             attrs.setdefault(key, value)
-                kept = tuple((k, attrs[k]) for k in _KEEP_ATTRS if k in attrs)
+                kept = tuple((k, v) for k, v in attrs.items() if k not in _SKIP_ATTRS)
                 spans.append(
                     Span(
                         span_id=span_id,
@@ -146,8 +153,9 @@ def _body(span: Span, with_attrs: bool, on_path: bool) -> dict[str, Any]:
             body["message"] = span.status
     if on_path:
         body["path"] = True
-    if with_attrs and span.attrs:
-        body["attrs"] = dict(span.attrs)
+    attrs = {k: v for k, v in span.attrs if not (k == "exception.message" and v == span.status)}
+    if with_attrs and attrs:
+        body["attrs"] = attrs
     return body
 
 
@@ -155,7 +163,10 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
     spans = parse(raw)
     path = critical_path(spans)
     on_path = {s.span_id for s in path}
-    chosen = sorted({s.span_id: s for s in [*path, *(s for s in spans if s.error)]}.values(), key=lambda s: (s.start, s.order))
+    chosen = sorted(
+        {s.span_id: s for s in [*path, *(s for s in spans if s.error)]}.values(),
+        key=lambda s: (s.start, s.order),
+    )
     root = path[0]
     services = sorted({s.service for s in spans})
     levels = []

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from schemas import topics
 
-MAX_BODY_BYTES = 1024 * 1024  # 1 MiB: far above any Slack event or Alertmanager group, small enough to bound memory
+# 1 MiB: far above any Slack event or Alertmanager group, small enough to bound memory.
+MAX_BODY_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class IngestConfig:
     ack_timeout_s: float = 2.5  # under Slack's 3 s: answer 503 rather than let Slack time out
     window_before_s: int = 30 * 60  # pinned window = [startsAt - before, startsAt + after]
     window_after_s: int = 30 * 60
+    flush_timeout_s: float = 10.0  # on shutdown: wait this long for queued events to be acked
     dedupe_ttl_s: float = 3600.0  # Slack retries within minutes (immediately, ~1 min, ~5 min)
     dedupe_max_entries: int = 200_000
     producer_overrides: dict[str, str | int | bool] = field(default_factory=dict)

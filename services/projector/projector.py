@@ -52,6 +52,9 @@ class ProjectorConfig:
     batch_size: int = 2000
     poll_timeout: float = 0.2
     migrate: bool = True
+    # A projector killed hard is replaced after this long (the broker's minimum is 6 s by default);
+    # processing time is bounded by max.poll.interval.ms, not by this.
+    session_timeout_ms: int = 6000
 
 
 # --- wiring ------------------------------------------------------------------------------
@@ -169,7 +172,12 @@ class Projector:
         if cfg.migrate:
             migrate_schema(cfg.dsn, cfg.schema)
         self.writer = make_writer(cfg, self.metrics)
-        self.consumer = Consumer(consumer_config(cfg.bootstrap_servers, cfg.group))
+        self.consumer = Consumer(
+            consumer_config(
+                cfg.bootstrap_servers, cfg.group,
+                **{"session.timeout.ms": cfg.session_timeout_ms, "heartbeat.interval.ms": 1000},
+            )
+        )
         self.consumer.subscribe([cfg.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         log.info("projecting %s into schema %s", cfg.topic, cfg.schema, extra=about(None, group=cfg.group))
         try:

@@ -67,13 +67,12 @@ def wait_until_projected(
         if _is_projected(conn, schema, thread_ts, message_id):
             return True
         while (remaining := deadline - time.monotonic()) > 0:
-            for notice in conn.notifies(timeout=remaining):
-                if _concerns(notice.payload, schema, thread_ts) and _is_projected(
-                    conn, schema, thread_ts, message_id
-                ):
-                    return True
-                if deadline - time.monotonic() <= 0:
-                    break
+            # Drain the generator before checking: it holds the connection's lock while it runs.
+            ours = False
+            for notice in conn.notifies(timeout=remaining, stop_after=1):
+                ours = ours or _concerns(notice.payload, schema, thread_ts)
+            if ours and _is_projected(conn, schema, thread_ts, message_id):
+                return True
         return False
     finally:
         if own:

@@ -313,9 +313,9 @@ def apply_batch(
         record = control.fetchone()
         if isinstance(op, CommitRound):
             assert record is not None
-            ok, missing, unanswered, _moved = record
+            ok, missing, unanswered, moved = record
             if ok:
-                result.rounds_committed += 1
+                result.rounds_committed += 1 if moved else 0  # a marker delivered again publishes nothing
             else:
                 reason = f"round {op.round} of {op.thread_ts} cannot be published"
                 if missing:

@@ -54,7 +54,8 @@ def check_kafka(bootstrap: str, timeout: float = 10.0) -> int:
         raise UserFacingError(
             f"Kafka is not reachable at KAFKA_BOOTSTRAP_SERVERS={bootstrap} ({'; '.join(errors)})"
         )
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _QUIET})
+    config: dict[str, object] = {"bootstrap.servers": bootstrap, "logger": _QUIET}
+    admin = AdminClient(config)  # type: ignore[arg-type]
     try:
         metadata = admin.list_topics(timeout=max(0.5, deadline - time.monotonic()))
     except KafkaException as exc:
@@ -75,5 +76,7 @@ def check_postgres(dsn: str, timeout: float = 10.0) -> str:
             row = conn.execute("SHOW server_version").fetchone()
     except (psycopg.Error, ValueError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise UserFacingError(f"PostgreSQL is not reachable at DATABASE_URL={redact_dsn(dsn)}: {reason}") from None
+        raise UserFacingError(
+            f"PostgreSQL is not reachable at DATABASE_URL={redact_dsn(dsn)}: {reason}"
+        ) from None
     return str(row[0]) if row else "?"

@@ -53,15 +53,17 @@ class LogTemplate:
 
 
 TEMPLATES: tuple[LogTemplate, ...] = (
-    LogTemplate('level=info msg="request completed" method=POST route=/api/v1/checkout status=200 duration_ms={ms}'),
+    LogTemplate(
+        'level=info msg="request completed" method=POST route=/api/v1/checkout status=200 duration_ms={ms}'
+    ),
     LogTemplate("GET /healthz 200 {ms}ms"),
     LogTemplate('level=info msg="cart loaded" cart_id={uuid} items={n}'),
-    LogTemplate("level=warn msg=\"slow upstream\" upstream=inventory latency_ms={ms} attempt={n}", "warn"),
+    LogTemplate('level=warn msg="slow upstream" upstream=inventory latency_ms={ms} attempt={n}', "warn"),
     LogTemplate('level=error msg="payment declined" order_id={hex} code={n}', "error"),
     LogTemplate("cache refresh took {ms}ms for {n} keys"),
-    LogTemplate("level=info msg=\"user session\" session={hex} user=u{n}"),
+    LogTemplate('level=info msg="user session" session={hex} user=u{n}'),
     LogTemplate("FATAL ERROR: worker {n} crashed at 0x{hex}", "fatal"),
-    LogTemplate("level=debug msg=\"metrics flushed\" series={n}"),
+    LogTemplate('level=debug msg="metrics flushed" series={n}'),
     LogTemplate("panic: runtime error: index out of range [{n}] with length {n}", "fatal"),
 )
 
@@ -108,8 +110,15 @@ def loki_response(entries_by_stream: list[tuple[dict[str, str], list[tuple[int, 
                     "subqueries": 1,
                     "totalEntriesReturned": total,
                 },
-                "querier": {"store": {"totalChunksRef": 12, "totalChunksDownloaded": 12, "chunksDownloadTime": 3121}},
-                "ingester": {"totalReached": 3, "totalChunksMatched": 9, "totalBatches": 4, "totalLinesSent": total},
+                "querier": {
+                    "store": {"totalChunksRef": 12, "totalChunksDownloaded": 12, "chunksDownloadTime": 3121}
+                },
+                "ingester": {
+                    "totalReached": 3,
+                    "totalChunksMatched": 9,
+                    "totalBatches": 4,
+                    "totalLinesSent": total,
+                },
             },
         },
     }
@@ -140,7 +149,13 @@ def generate_loki(
         template = rng.choice(chosen)
         by_stream[rng.randrange(len(pods))].append((ns, fill(template.text, rng)))
     labels = [
-        {"app": "checkout-api", "namespace": "shop", "pod": pod, "container": "checkout-api", "stream": "stdout"}
+        {
+            "app": "checkout-api",
+            "namespace": "shop",
+            "pod": pod,
+            "container": "checkout-api",
+            "stream": "stdout",
+        }
         for pod in pods
     ]
     return loki_response(list(zip(labels, by_stream, strict=True)))
@@ -217,7 +232,9 @@ class SpanSpec:
     error: str | None = None
 
 
-def tempo_response(trace_id: str, specs: list[SpanSpec], resources: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def tempo_response(
+    trace_id: str, specs: list[SpanSpec], resources: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
     """A Tempo trace-by-id response in OTLP JSON (`batches`), one batch per service."""
     batches = []
     for service in sorted({s.service for s in specs}):
@@ -248,7 +265,12 @@ def tempo_response(trace_id: str, specs: list[SpanSpec], resources: dict[str, di
         batches.append(
             {
                 "resource": {"attributes": [_attr(k, v) for k, v in attrs.items()]},
-                "scopeSpans": [{"scope": {"name": "@opentelemetry/instrumentation-http", "version": "0.52.1"}, "spans": spans}],
+                "scopeSpans": [
+                    {
+                        "scope": {"name": "@opentelemetry/instrumentation-http", "version": "0.52.1"},
+                        "spans": spans,
+                    }
+                ],
             }
         )
     return {"batches": batches}
@@ -260,14 +282,30 @@ def generate_tempo(seed: int, *, spans: int = 40, errors: int = 1, services: int
     trace_id = hex_id(rng, 32)
     names = [f"svc-{i}" for i in range(max(1, services))]
     start = ns_at(3, 12, 40)
-    root = SpanSpec(hex_id(rng, 16), "", names[0], "POST /api/v1/checkout", start, start + rng.randint(5, 3000) * 1_000_000)
+    root = SpanSpec(
+        hex_id(rng, 16),
+        "",
+        names[0],
+        "POST /api/v1/checkout",
+        start,
+        start + rng.randint(5, 3000) * 1_000_000,
+    )
     specs = [root]
     for _ in range(max(0, spans - 1)):
         parent = rng.choice(specs)
         length = parent.end_ns - parent.start_ns
         a = parent.start_ns + rng.randrange(max(1, length))
         b = a + rng.randrange(max(1, parent.end_ns - a)) + 1
-        specs.append(SpanSpec(hex_id(rng, 16), parent.span_id, rng.choice(names), f"op-{rng.randint(0, 30)}", a, min(b, parent.end_ns)))
+        specs.append(
+            SpanSpec(
+                hex_id(rng, 16),
+                parent.span_id,
+                rng.choice(names),
+                f"op-{rng.randint(0, 30)}",
+                a,
+                min(b, parent.end_ns),
+            )
+        )
     for s in rng.sample(specs, min(errors, len(specs))):
         s.error = f"error {rng.randint(100, 999)}"
     return tempo_response(trace_id, specs, {})
@@ -277,13 +315,28 @@ def generate_tempo(seed: int, *, spans: int = 40, errors: int = 1, services: int
 
 
 EVENT_SHAPES = (
-    ("Normal", "Pulled", "Container image \"registry.shop.internal/checkout-api:3.14.0\" already present on machine", "kubelet"),
+    (
+        "Normal",
+        "Pulled",
+        'Container image "registry.shop.internal/checkout-api:3.14.0" already present on machine',
+        "kubelet",
+    ),
     ("Normal", "Created", "Created container checkout-api", "kubelet"),
     ("Normal", "Started", "Started container checkout-api", "kubelet"),
     ("Warning", "BackOff", "Back-off restarting failed container checkout-api in pod {pod}", "kubelet"),
-    ("Warning", "Unhealthy", "Readiness probe failed: Get \"http://10.42.1.17:8080/healthz\": context deadline exceeded", "kubelet"),
+    (
+        "Warning",
+        "Unhealthy",
+        'Readiness probe failed: Get "http://10.42.1.17:8080/healthz": context deadline exceeded',
+        "kubelet",
+    ),
     ("Normal", "Killing", "Container checkout-api failed liveness probe, will be restarted", "kubelet"),
-    ("Warning", "OOMKilling", "Memory cgroup out of memory: Killed process {n} (node) total-vm:1843212kB", "kernel-monitor"),
+    (
+        "Warning",
+        "OOMKilling",
+        "Memory cgroup out of memory: Killed process {n} (node) total-vm:1843212kB",
+        "kernel-monitor",
+    ),
     ("Normal", "Scheduled", "Successfully assigned shop/{pod} to node-{n}", "default-scheduler"),
 )
 
@@ -334,10 +387,17 @@ def event_item(
 
 
 def event_list(items: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": "9184412"}, "items": items}
+    return {
+        "kind": "EventList",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": "9184412"},
+        "items": items,
+    }
 
 
-def generate_events(seed: int, *, events: int = 30, pods: int = 3, start_s: float | None = None) -> dict[str, Any]:
+def generate_events(
+    seed: int, *, events: int = 30, pods: int = 3, start_s: float | None = None
+) -> dict[str, Any]:
     """`events` Events about `pods` pods, with repeated reason+pod pairs so deduplication has work."""
     rng = random.Random(seed)
     start = unix_s(3, 0) if start_s is None else start_s

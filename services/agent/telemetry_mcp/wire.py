@@ -49,7 +49,7 @@ def _require_query(query: str) -> str:
     return query
 
 
-def _window(start: str, end: str) -> tuple[int, int]:
+def query_window(start: str, end: str) -> tuple[int, int]:
     try:
         return window_ns(start, end)
     except TimeArgError as exc:
@@ -59,7 +59,7 @@ def _window(start: str, end: str) -> tuple[int, int]:
 def loki_query_range(query: str, start: str, end: str, limit: int) -> HttpRequest:
     """GET /loki/api/v1/query_range with nanosecond bounds, newest first as Loki defaults."""
     _require_query(query)
-    start_ns, end_ns = _window(start, end)
+    start_ns, end_ns = query_window(start, end)
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= LOKI_MAX_LIMIT:
         raise ToolArgError(f"limit must be an integer in 1..{LOKI_MAX_LIMIT}, got {limit!r}")
     params = (
@@ -74,7 +74,7 @@ def loki_query_range(query: str, start: str, end: str, limit: int) -> HttpReques
 
 def prometheus_steps(start: str, end: str, step: str) -> tuple[int, int, int]:
     """The (start, end, step) of a range query in ns, refused above Prometheus's point limit."""
-    start_ns, end_ns = _window(start, end)
+    start_ns, end_ns = query_window(start, end)
     try:
         step_ns = parse_duration_ns(step)
     except TimeArgError as exc:
@@ -200,7 +200,9 @@ def validate_tempo(body: dict[str, Any]) -> dict[str, Any]:
 def validate_event_list(body: dict[str, Any]) -> dict[str, Any]:
     """A Kubernetes EventList: kind EventList with an items list."""
     if body.get("kind") != "EventList" or not isinstance(body.get("items"), list):
-        raise UpstreamError(f"Kubernetes answered kind={body.get('kind')!r}, expected an EventList with items")
+        raise UpstreamError(
+            f"Kubernetes answered kind={body.get('kind')!r}, expected an EventList with items"
+        )
     return body
 
 

@@ -1,0 +1,306 @@
+"""Ingest under load: signed Slack events at a fixed arrival rate against the real server and broker.
+
+Open loop: request i is due at start + i/rate whatever happened before it, so a slow server
+shows up as latency (and a missed rate) instead of silently slowing the generator. The client
+is a minimal HTTP/1.1 keep-alive client on asyncio streams (an off-the-shelf async client costs
+more CPU per request than the server under test on a 2-core machine). Every 200 means "acked
+by the broker", so afterwards every event of every acked request must be on the topics:
+`events_lost` counts those that are not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, replace
+from typing import IO, Any
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from schemas.topics import TOPICS, ensure_topics
+from services.ingest.slack_signature import sign
+from services.runtime.settings import REPO_ROOT, Settings
+
+SECRET = "bench-signing-secret"
+TOKEN = "bench-alertmanager-token"
+BOT = "UBENCHBOT"
+MENTION_EVERY = 50  # one request in 50 is an app_mention (a human message and a wake)
+
+
+@dataclass(frozen=True)
+class Planned:
+    request: bytes
+    expected: tuple[tuple[str, str], ...]  # (topic role, message_id) the request must leave on the broker
+
+
+def run(
+    settings: Settings, duration_s: float = 10.0, rate: float = 1000.0, connections: int = 64
+) -> dict[str, Any]:
+    suffix = uuid.uuid4().hex[:10]
+    names = {spec.name.split(".")[-1]: f"{spec.name}.bench.{suffix}" for spec in TOPICS}
+    ensure_topics(
+        settings.kafka_bootstrap_servers, tuple(replace(s, name=f"{s.name}.bench.{suffix}") for s in TOPICS)
+    )
+    port = _free_port()
+    with tempfile.TemporaryFile() as log:  # a file, not a pipe: a chatty server must never block on stderr
+        server = _start_server(settings, port, names, log)
+        try:
+            _wait_healthy(port, server, log)
+            planned = _plan(int(duration_s * rate))
+            outcome = _run_loop(_load(port, planned, rate, connections))
+        finally:
+            _stop(server)
+    acked = [p for p, status in zip(planned, outcome["statuses"], strict=True) if status == 200]
+    found = _message_ids(settings.kafka_bootstrap_servers, [names["events"], names["wake"]])
+    expected = {mid for p in acked for _, mid in p.expected}
+    lost = len(expected - found)
+    _delete_topics(settings.kafka_bootstrap_servers, list(names.values()))
+    figures = _figures(outcome, len(planned), len(acked), lost, duration_s, rate, connections, len(expected))
+    return {
+        "title": "Ingest: signed Slack events over HTTP, acked by Kafka",
+        "markdown": _markdown(figures),
+        **figures,
+    }
+
+
+def _run_loop(main: Any) -> Any:
+    """uvloop when installed (the generator must not be the bottleneck), asyncio otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
+
+
+def _plan(n: int) -> list[Planned]:
+    """Every request, signed up front (well inside Slack's 5-minute window), so the clock covers I/O only."""
+    base = int(time.time()) - 600
+    threads = [f"{base - 1000 + t}.{t:06d}" for t in range(100)]
+    out = []
+    for i in range(n):
+        thread = threads[i % len(threads)]
+        ts = f"{base + i // 1_000_000}.{i % 1_000_000:06d}"
+        mention = i % MENTION_EVERY == 0
+        event: dict[str, Any] = {
+            "type": "app_mention" if mention else "message",
+            "channel": "C0BENCH",
+            "user": f"U{i % 37:04d}",
+            "text": (f"<@{BOT}> " if mention else "") + f"bench message {i}: p99 at 09:26 was 1.8s",
+            "ts": ts,
+            "thread_ts": thread,
+            "event_ts": ts,
+        }
+        body = json.dumps(
+            {
+                "token": "XXYYZZ",
+                "team_id": "T0BENCH",
+                "api_app_id": "A0BENCH",
+                "event": event,
+                "type": "event_callback",
+                "event_id": f"Ev{i:010d}",
+                "event_time": base + i // 1000,
+            }
+        ).encode()
+        stamp = str(int(time.time()))
+        head = (
+            "POST /slack/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nX-Slack-Request-Timestamp: {stamp}\r\n"
+            f"X-Slack-Signature: {sign(SECRET, stamp, body)}\r\n\r\n"
+        ).encode()
+        expected = [("events", f"{thread}:-:human:{ts}")]
+        if mention:
+            expected.append(("wake", f"{thread}:-:wake:{ts}"))
+        out.append(Planned(head + body, tuple(expected)))
+    return out
+
+
+async def _load(port: int, planned: list[Planned], rate: float, connections: int) -> dict[str, Any]:
+    queue: asyncio.Queue[tuple[int, float] | None] = asyncio.Queue()
+    statuses = [0] * len(planned)
+    ack: list[float] = []  # send -> response
+    due: list[float] = []  # scheduled time -> response (includes waiting for a free connection)
+    started = time.perf_counter()
+
+    async def connection() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        while (item := await queue.get()) is not None:
+            i, scheduled = item
+            sent = time.perf_counter()
+            try:
+                writer.write(planned[i].request)
+                statuses[i] = await _read_status(reader)
+            except (OSError, asyncio.IncompleteReadError, ValueError):
+                statuses[i] = -1
+                writer.close()
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            done = time.perf_counter()
+            ack.append(done - sent)
+            due.append(done - scheduled)
+        writer.close()
+
+    workers = [asyncio.create_task(connection()) for _ in range(connections)]
+    for i in range(len(planned)):
+        scheduled = started + i / rate
+        delay = scheduled - time.perf_counter()
+        if delay > 0.0005:
+            await asyncio.sleep(delay)
+        queue.put_nowait((i, scheduled))
+    for _ in workers:
+        queue.put_nowait(None)
+    await asyncio.gather(*workers)
+    return {"statuses": statuses, "ack": ack, "due": due, "elapsed": time.perf_counter() - started}
+
+
+async def _read_status(reader: asyncio.StreamReader) -> int:
+    status = int((await reader.readline()).split(b" ", 2)[1])
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    await reader.readexactly(length)
+    return status
+
+
+def _figures(
+    outcome: dict[str, Any],
+    sent: int,
+    acked: int,
+    lost: int,
+    duration_s: float,
+    rate: float,
+    conns: int,
+    events: int,
+) -> dict[str, Any]:
+    def pct(values: list[float], q: float) -> float:
+        ordered = sorted(values)
+        return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else 0.0
+
+    statuses = outcome["statuses"]
+    return {
+        "target_rps": rate,
+        "duration_s": duration_s,
+        "connections": conns,
+        "requests": sent,
+        "acked_200": acked,
+        "non_200": sum(1 for s in statuses if s != 200),
+        "achieved_rps": round(sent / outcome["elapsed"], 1),
+        "acked_rps": round(acked / outcome["elapsed"], 1),
+        "ack_p50_ms": pct(outcome["ack"], 0.50),
+        "ack_p99_ms": pct(outcome["ack"], 0.99),
+        "ack_max_ms": pct(outcome["ack"], 1.0),
+        "scheduled_p99_ms": pct(outcome["due"], 0.99),
+        "events_expected": events,
+        "events_lost": lost,
+        "cores": os.cpu_count(),
+        "http_stack": "httptools+uvloop" if importlib.util.find_spec("httptools") else "h11+asyncio",
+    }
+
+
+def _markdown(f: dict[str, Any]) -> str:
+    return (
+        f"Open-loop load of {f['requests']} signed Slack `event_callback` requests at {f['target_rps']:.0f} req/s "
+        f"for {f['duration_s']:.0f} s over {f['connections']} keep-alive connections on loopback "
+        f"(1 in {MENTION_EVERY} an `app_mention`, which adds a wake). The server, the load generator and the "
+        f"Kafka broker share {f['cores']} cores; uvicorn ran on {f['http_stack']}. A 200 is sent only after the broker acked every event.\n\n"
+        "| figure | value |\n|---|---|\n"
+        f"| achieved req/s | {f['achieved_rps']} |\n"
+        f"| acked (200) req/s | {f['acked_rps']} |\n"
+        f"| non-200 answers | {f['non_200']} |\n"
+        f"| ack latency p50 / p99 / max (ms) | {f['ack_p50_ms']} / {f['ack_p99_ms']} / {f['ack_max_ms']} |\n"
+        f"| p99 from scheduled send (ms, incl. queueing) | {f['scheduled_p99_ms']} |\n"
+        f"| events expected / lost | {f['events_expected']} / {f['events_lost']} |\n"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start_server(
+    settings: Settings, port: int, names: dict[str, str], log: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "ALERTMANAGER_TOKEN": TOKEN,
+        "SLACK_BOT_USER_ID": BOT,
+        "KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
+    }
+    argv = [
+        sys.executable, "-m", "services.cli", "ingest", "--port", str(port), "--log-level", "WARNING",
+        "--events-topic", names["events"], "--wake-topic", names["wake"], "--dlq-topic", names["dlq"],
+    ]  # fmt: skip
+    return subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=log)
+
+
+def _wait_healthy(
+    port: int, server: subprocess.Popen[bytes], log: IO[bytes], timeout_s: float = 30.0
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            log.seek(0)
+            raise RuntimeError(f"ingest exited: {log.read().decode(errors='replace')[-2000:]}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            if sock.recv(64).startswith(b"HTTP/1.1 200"):
+                return
+        time.sleep(0.1)
+    raise RuntimeError("ingest did not become healthy")
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    if server.poll() is None:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def _message_ids(bootstrap: str, topics: list[str]) -> set[str]:
+    """Every message_id on `topics`, read from the beginning up to the high watermarks."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
+    try:
+        targets: dict[tuple[str, int], int] = {}
+        for topic in topics:
+            for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
+                high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                if high > 0:
+                    targets[(topic, p)] = high
+        consumer.assign([TopicPartition(t, p, 0) for t, p in targets])
+        ids: set[str] = set()
+        deadline = time.monotonic() + 60
+        while targets and time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=5000, timeout=0.5):
+                if m.error() is not None:
+                    continue
+                ids.add(json.loads(m.value() or b"{}").get("message_id", ""))
+                key = (m.topic() or "", m.partition() or 0)
+                if key in targets and (m.offset() or 0) + 1 >= targets[key]:
+                    del targets[key]
+        return ids
+    finally:
+        consumer.close()
+
+
+def _delete_topics(bootstrap: str, names: list[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics(names, operation_timeout=10).values():
+        with contextlib.suppress(Exception):
+            future.result(timeout=15)

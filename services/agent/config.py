@@ -1,0 +1,131 @@
+"""The agent's configuration: where its MCP servers are, which compactor each tool feeds, its models.
+
+Loaded from an optional JSON file plus command-line overrides. Tool names map to
+compactor names here, so a user can plug in another MCP server (Grafana's, say)
+and keep write-time compaction: the raw goes out under the compactor's name.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from schemas import topics
+from services.runtime.errors import UserFacingError
+
+DEFAULT_COMPACTORS = {
+    "query_loki": "query_loki",
+    "query_prometheus": "query_prometheus",
+    "query_tempo": "query_tempo",
+    "get_pod_events": "get_pod_events",
+}
+EVIDENCE_TOOL = "get_evidence"  # reads a raw back; never a telemetry query, never compacted
+
+
+def default_cli() -> str:
+    """The `incident-memory` script next to this interpreter (the venv's), else whatever is on PATH."""
+    beside = Path(sys.executable).parent / "incident-memory"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("incident-memory") or "incident-memory"
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """One MCP server: a stdio command (spawned by the agent) or a streamable-HTTP url."""
+
+    name: str
+    command: list[str] = field(default_factory=list)
+    url: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.command and not self.url:
+            raise UserFacingError(f"MCP server {self.name!r} needs a command or a url")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """`local` is the deterministic offline model; anything else is a ChatOpenAI model name."""
+
+    agent: str = "local"
+    judge: str = "local"
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    bootstrap_servers: str
+    database_url: str
+    schema: str = "public"
+    events_topic: str = topics.EVENTS
+    wake_topic: str = topics.WAKE
+    group_id: str = "incident-memory-agent"
+    mcp_servers: tuple[McpServer, ...] = ()
+    tool_compactors: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_COMPACTORS))
+    models: ModelConfig = field(default_factory=ModelConfig)
+    context_budget: int = 1600  # tokens of rows (before the preamble) above which old rows are re-rendered
+    max_concurrency: int = 4  # rounds of different threads running at once
+    round_timeout: float = 300.0
+    projection_timeout: float = 60.0
+    max_tool_turns: int = 4
+    step_delay: float = 0.0  # seconds to pause after each node; slow motion for demos and crash tests
+
+    def compactor_for(self, tool: str) -> str:
+        """Which compactor a tool's raw goes to; unknown tools fall to the passthrough by their own name."""
+        return self.tool_compactors.get(tool, tool)
+
+
+def default_servers(database_url: str, schema: str) -> tuple[McpServer, ...]:
+    return (
+        McpServer(
+            name="telemetry",
+            command=[default_cli(), "telemetry-mcp", "--backend", "recorded"],
+            env={"DATABASE_URL": database_url, "TELEMETRY_MCP_SCHEMA": schema},
+        ),
+    )
+
+
+def load_file(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserFacingError(f"config file {path!r} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise UserFacingError(f"config file {path!r} is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserFacingError(f"config file {path!r} must hold a JSON object")
+    return data
+
+
+def build_config(file_data: dict[str, Any], **overrides: Any) -> AgentConfig:
+    """Merge a config file's object with explicit overrides (None means 'not given')."""
+    merged: dict[str, Any] = {**file_data, **{k: v for k, v in overrides.items() if v is not None}}
+    servers_raw = merged.pop("mcp_servers", None)
+    models_raw = merged.pop("models", None) or {}
+    compactors = {**DEFAULT_COMPACTORS, **(merged.pop("tool_compactors", None) or {})}
+    known = set(AgentConfig.__dataclass_fields__) - {"mcp_servers", "models", "tool_compactors"}
+    unknown = set(merged) - known
+    if unknown:
+        raise UserFacingError(f"unknown agent config keys: {sorted(unknown)}")
+    try:
+        models = ModelConfig(**models_raw)
+        servers = tuple(McpServer(**s) for s in servers_raw) if servers_raw else ()
+    except TypeError as exc:
+        raise UserFacingError(f"bad agent config: {exc}") from None
+    config = AgentConfig(mcp_servers=servers, models=models, tool_compactors=compactors, **merged)
+    if not config.mcp_servers:
+        config = _with_servers(config, default_servers(config.database_url, config.schema))
+    return config
+
+
+def _with_servers(config: AgentConfig, servers: tuple[McpServer, ...]) -> AgentConfig:
+    from dataclasses import replace
+
+    return replace(config, mcp_servers=servers)

@@ -1,0 +1,195 @@
+"""loadContext: a thread's memory in ONE SQL query, turned into LangChain messages (invariant 4).
+
+No model call and no pass that rewrites the rows: what the model sees was decided
+at write time (`coalesce(compact, content)`). The only repair is dropping an ai
+turn whose tool calls did not all come back; a result is never invented (invariant 9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from schemas.ids import parse_message_id
+from schemas.tokens import count_tokens, render_for_model
+
+MESSAGES_QUERY = (
+    "SELECT id, role, tool_call_id, coalesce(compact, content), tokens "
+    "FROM agent_messages WHERE thread_ts = %s ORDER BY seq"
+)
+STATE_QUERY = (
+    "SELECT service, status, window_start, window_end, rounds, opened_at "
+    "FROM incident_state WHERE thread_ts = %s"
+)
+
+
+@dataclass(frozen=True)
+class ContextRow:
+    """One visible row as the model sees it: `value` is coalesce(compact, content)."""
+
+    id: str
+    role: str
+    tool_call_id: str | None
+    value: Any
+    tokens: int
+
+    @property
+    def round(self) -> int | None:
+        return parse_message_id(self.id)[1]
+
+    @property
+    def node(self) -> str:
+        return parse_message_id(self.id)[2]
+
+    @property
+    def re_rendered(self) -> bool:
+        return isinstance(self.value, dict) and bool(self.value.get("re_rendered"))
+
+    def tool_calls(self) -> list[dict[str, Any]]:
+        if self.role != "ai" or not isinstance(self.value, dict):
+            return []
+        return [dict(c) for c in self.value.get("tool_calls") or []]
+
+
+@dataclass(frozen=True)
+class IncidentState:
+    service: str
+    status: str
+    window_start: datetime
+    window_end: datetime
+    rounds: int
+    opened_at: datetime
+
+
+@dataclass(frozen=True)
+class LoadedContext:
+    thread_ts: str
+    rows: tuple[ContextRow, ...]
+    state: IncidentState | None
+
+    @property
+    def token_sum(self) -> int:
+        return sum(r.tokens for r in self.rows)
+
+    def last_round(self) -> int:
+        """The highest committed round: incident_state.rounds, or the rows' own if the state lags."""
+        seen = [r.round for r in self.rows if r.round is not None]
+        return max([self.state.rounds if self.state else 0, *seen])
+
+
+def load_rows(conn: psycopg.Connection, thread_ts: str) -> list[ContextRow]:
+    """The one query. Everything after it is pure."""
+    records = conn.execute(MESSAGES_QUERY, (thread_ts,)).fetchall()
+    return [ContextRow(r[0], r[1], r[2], r[3], int(r[4])) for r in records]
+
+
+def load_state(conn: psycopg.Connection, thread_ts: str) -> IncidentState | None:
+    record = conn.execute(STATE_QUERY, (thread_ts,)).fetchone()
+    return None if record is None else IncidentState(*record)
+
+
+def load_context(conn: psycopg.Connection, thread_ts: str) -> LoadedContext:
+    """loadContext(thread_ts): the rows (one query) with incident_state read beside them."""
+    rows = load_rows(conn, thread_ts)
+    state = load_state(conn, thread_ts)
+    if not conn.autocommit:
+        conn.commit()  # end the read snapshot; waits after this must see later commits
+    return LoadedContext(thread_ts, tuple(repair_dangling_tool_calls(rows)), state)
+
+
+def repair_dangling_tool_calls(rows: Sequence[ContextRow]) -> list[ContextRow]:
+    """Drop every ai turn whose tool calls did not all come back, and the partial answers to it.
+
+    Never writes a synthetic result: a turn is either whole or absent.
+    """
+    answered = {r.tool_call_id for r in rows if r.role == "tool" and r.tool_call_id}
+    dropped_calls: set[str] = set()
+    for row in rows:
+        ids = {str(c.get("id")) for c in row.tool_calls()}
+        if ids and not ids <= answered:
+            dropped_calls |= ids
+    kept = []
+    for row in rows:
+        ids = {str(c.get("id")) for c in row.tool_calls()}
+        if ids & dropped_calls:
+            continue
+        if row.role == "tool" and row.tool_call_id in dropped_calls:
+            continue
+        kept.append(row)
+    known_calls = {str(c.get("id")) for r in kept for c in r.tool_calls()}
+    return [r for r in kept if not (r.role == "tool" and r.tool_call_id not in known_calls)]
+
+
+# --- rows -> LangChain messages ---------------------------------------------------------------
+
+
+def alert_text(value: Any) -> str:
+    v = value if isinstance(value, dict) else {}
+    alert = v.get("alert") if isinstance(v.get("alert"), dict) else {}
+    annotations = alert.get("commonAnnotations") or {}
+    labels = alert.get("commonLabels") or {}
+    parts = [
+        f"ALERT {v.get('alertname', '?')} ({v.get('status', '?')}) for service {v.get('service', '?')}",
+        f"window {v.get('window_start')} .. {v.get('window_end')}",
+    ]
+    if labels:
+        parts.append("labels " + render_for_model(labels))
+    for key in ("summary", "description"):
+        if annotations.get(key):
+            parts.append(f"{key}: {annotations[key]}")
+    return "\n".join(parts)
+
+
+def row_to_message(row: ContextRow) -> BaseMessage:
+    v = row.value if isinstance(row.value, dict) else {"text": render_for_model(row.value)}
+    if row.role == "alert":
+        return HumanMessage(content=alert_text(v), id=row.id)
+    if row.role == "human":
+        prefix = "(mentions the bot) " if v.get("mention") else ""
+        return HumanMessage(
+            content=f"{prefix}[{row.id}] <{v.get('user', '?')}> {v.get('text', '')}", id=row.id
+        )
+    if row.role == "ai":
+        calls = [{"name": c["name"], "args": c.get("args") or {}, "id": c["id"]} for c in row.tool_calls()]
+        text = str(v.get("text") or "")
+        if row.re_rendered:
+            text = str(v.get("line") or v.get("headline") or text)
+        return AIMessage(content=text, tool_calls=calls, id=row.id)
+    if row.role == "tool":
+        body = render_for_model(row.value)
+        if row.id not in body:
+            body = f"[evidence {row.id}] {body}"
+        return ToolMessage(content=body, tool_call_id=row.tool_call_id or "", id=row.id)
+    if row.role == "judge":
+        if row.re_rendered:
+            return AIMessage(content=f"judge: {v.get('line') or v.get('headline')}", id=row.id)
+        verdict = "grounded" if v.get("grounded") else "NOT grounded"
+        questions = v.get("questions") or []
+        text = f"judge ({row.id}): hypothesis {verdict}."
+        if questions:
+            text += " Open questions: " + " | ".join(str(q) for q in questions)
+        return AIMessage(content=text, id=row.id)
+    if row.role == "post":
+        text = v.get("line") or v.get("headline") or v.get("text", "")
+        return AIMessage(content=f"posted to thread ({v.get('kind', 're-rendered')}): {text}", id=row.id)
+    return HumanMessage(content=render_for_model(row.value), id=row.id)
+
+
+def to_messages(rows: Sequence[ContextRow]) -> list[BaseMessage]:
+    return [row_to_message(r) for r in rows]
+
+
+def message_tokens(messages: Sequence[BaseMessage]) -> int:
+    """Tokens the model is sent: every message's text plus its tool calls, cl100k_base."""
+    total = 0
+    for m in messages:
+        total += count_tokens(m.content if isinstance(m.content, str) else render_for_model(m.content))
+        calls = getattr(m, "tool_calls", None)
+        if calls:
+            total += count_tokens(render_for_model([{"name": c["name"], "args": c["args"]} for c in calls]))
+    return total

@@ -1,0 +1,358 @@
+"""The round's LangGraph graph: investigate (tool loop) -> hypothesis -> judge -> post.
+
+Every node's output becomes an event with a deterministic id `T:R:<node>:<i>`
+(tool calls get `schemas.ids.tool_call_id`), so a retried round re-emits the same
+ids and the projector ignores the repeats. The round ends with RoundCommitted
+listing its ids in order; only then does the projector make them visible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.graph import END, START, StateGraph
+
+from schemas.events import (
+    AiMessage,
+    Claim,
+    EventBase,
+    JudgeVerdict,
+    RoundCommitted,
+    ThreadPost,
+    ToolCall,
+    canonical_json,
+)
+from schemas.ids import message_id, tool_call_id
+from schemas.tokens import render_for_model
+from services.agent import metrics, prompts
+from services.agent.config import EVIDENCE_TOOL, AgentConfig
+from services.agent.context import LoadedContext, message_tokens, to_messages
+from services.agent.emitter import EventEmitter
+from services.agent.mcp_client import McpToolbox
+from services.agent.preamble import evidence_in_hand
+from services.agent.toolpath import ToolPath
+from services.runtime.logs import about
+
+log = logging.getLogger("agent.graph")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+class RoundState(TypedDict, total=False):
+    turn: list[BaseMessage]  # this round's model-visible messages, in order
+    emitted: list[str]  # this round's message ids, in order (the marker's list)
+    investigate_i: int
+    tool_i: int
+    pending: list[dict[str, Any]]
+    hypothesis: dict[str, Any]
+    hypothesis_id: str
+    verdict: dict[str, Any]
+
+
+@dataclass
+class RoundDeps:
+    config: AgentConfig
+    ctx: LoadedContext
+    round: int
+    preamble: str
+    agent_model: BaseChatModel
+    judge_model: BaseChatModel
+    agent_model_name: str
+    judge_model_name: str
+    toolbox: McpToolbox
+    tools: ToolPath
+    emitter: EventEmitter
+    raw_reader: Any  # async (evidence_id) -> raw, used by the judge
+    model_inputs: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def thread_ts(self) -> str:
+        return self.ctx.thread_ts
+
+    def mid(self, node: str, i: int) -> str:
+        return message_id(self.thread_ts, self.round, node, i)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def build_graph(deps: RoundDeps) -> Any:
+    """Compile the four-node graph bound to one round's dependencies."""
+    context_messages = to_messages(deps.ctx.rows)
+    earlier = {(tool, canonical_json(args)): eid for eid, tool, args in evidence_in_hand(deps.ctx)}
+    telemetry = deps.toolbox.tool_specs(exclude=(EVIDENCE_TOOL,))
+    investigator = deps.agent_model.bind_tools(telemetry) if telemetry else deps.agent_model
+
+    async def emit(*events: EventBase) -> None:
+        await asyncio.to_thread(deps.emitter.send, *events)
+
+    async def ask(model: Any, node: str, messages: list[BaseMessage]) -> AIMessage:
+        tokens = message_tokens(messages)
+        deps.model_inputs.append((node, tokens))
+        metrics.MODEL_INPUT_TOKENS.labels(node).observe(tokens)
+        log.info(
+            "model call", extra=about(deps.thread_ts, None, node=node, round=deps.round, input_tokens=tokens)
+        )
+        answer = await model.ainvoke(messages)
+        if not isinstance(answer, AIMessage):
+            raise TypeError(f"model answered {type(answer).__name__}, not an AIMessage")
+        return answer
+
+    async def pause() -> None:
+        if deps.config.step_delay > 0:
+            await asyncio.sleep(deps.config.step_delay)
+
+    async def investigate(state: RoundState) -> RoundState:
+        i = state.get("investigate_i", 0)
+        turn = list(state.get("turn", []))
+        system = SystemMessage(content=f"{deps.preamble}\n\n{prompts.INVESTIGATE}")
+        answer = await ask(investigator, "investigate", [system, *context_messages, *turn])
+        calls: list[ToolCall] = []
+        skipped: list[str] = []
+        done_now = {
+            (c["name"], canonical_json(c["args"]))
+            for m in turn
+            if isinstance(m, AIMessage)
+            for c in m.tool_calls
+        }
+        for call in answer.tool_calls if i < deps.config.max_tool_turns else []:
+            args = dict(call.get("args") or {})
+            key = (call["name"], canonical_json(args))
+            if key in earlier:  # already in evidence: never repeat it
+                skipped.append(f"{call['name']} -> {earlier[key]}")
+                continue
+            if key in done_now or any((c.name, canonical_json(c.args)) == key for c in calls):
+                continue
+            cid = tool_call_id(deps.thread_ts, deps.round, call["name"], args)
+            calls.append(ToolCall(id=cid, name=call["name"], args=args))
+        text = answer.content if isinstance(answer.content, str) else render_for_model(answer.content)
+        if skipped:
+            text = f"{text} (already in evidence, not repeated: {'; '.join(skipped)})".strip()
+        mid = deps.mid("investigate", i)
+        await emit(
+            AiMessage(
+                thread_ts=deps.thread_ts,
+                message_id=mid,
+                event_time=_now(),
+                round=deps.round,
+                node="investigate",
+                text=text,
+                tool_calls=calls,
+                model=deps.agent_model_name,
+            )
+        )
+        lc_calls = [{"name": c.name, "args": c.args, "id": c.id, "type": "tool_call"} for c in calls]
+        turn.append(AIMessage(content=text, tool_calls=lc_calls, id=mid))
+        await pause()
+        return {
+            "turn": turn,
+            "emitted": [*state.get("emitted", []), mid],
+            "investigate_i": i + 1,
+            "pending": [c.model_dump() for c in calls],
+        }
+
+    async def tools(state: RoundState) -> RoundState:
+        turn = list(state.get("turn", []))
+        emitted = list(state.get("emitted", []))
+        k = state.get("tool_i", 0)
+        for call in state.get("pending", []):
+            mid = deps.mid("tools", k)
+            outcome = await deps.tools.run(
+                deps.thread_ts, deps.round, mid, call["id"], call["name"], call["args"]
+            )
+            if outcome.message_id.startswith(f"{deps.thread_ts}:{deps.round}:"):
+                mid = outcome.message_id  # a retry that planned in another order: the staged row stands
+            body = render_for_model(outcome.compact)
+            if mid not in body:
+                body = f"[evidence {mid}] {body}"
+            turn.append(ToolMessage(content=body, tool_call_id=call["id"], id=mid))
+            emitted.append(mid)
+            k += 1
+        await pause()
+        return {"turn": turn, "emitted": emitted, "tool_i": k, "pending": []}
+
+    def after_investigate(state: RoundState) -> str:
+        return "tools" if state.get("pending") else "hypothesis"
+
+    async def hypothesis(state: RoundState) -> RoundState:
+        turn = list(state.get("turn", []))
+        system = SystemMessage(content=f"{deps.preamble}\n\n{prompts.HYPOTHESIS}")
+        answer = await ask(deps.agent_model, "hypothesis", [system, *context_messages, *turn])
+        text = answer.content if isinstance(answer.content, str) else render_for_model(answer.content)
+        try:
+            parsed = prompts.parse_json_answer(text)
+        except ValueError:
+            parsed = {"summary": text, "claims": []}
+        claims = [
+            Claim(text=str(c.get("text", "")), evidence_ids=[str(e) for e in c.get("evidence_ids") or []])
+            for c in parsed.get("claims") or []
+            if isinstance(c, dict)
+        ]
+        summary = str(parsed.get("summary") or "")
+        mid = deps.mid("hypothesis", 0)
+        await emit(
+            AiMessage(
+                thread_ts=deps.thread_ts,
+                message_id=mid,
+                event_time=_now(),
+                round=deps.round,
+                node="hypothesis",
+                text=summary,
+                claims=claims,
+                model=deps.agent_model_name,
+            )
+        )
+        turn.append(AIMessage(content=canonical_json(parsed), id=mid))
+        await pause()
+        return {
+            "turn": turn,
+            "emitted": [*state.get("emitted", []), mid],
+            "hypothesis": {"summary": summary, "claims": [c.model_dump() for c in claims]},
+            "hypothesis_id": mid,
+        }
+
+    async def judge(state: RoundState) -> RoundState:
+        hyp = state.get("hypothesis", {"summary": "", "claims": []})
+        evidence = evidence_index(deps, state.get("turn", []))
+        cited = {e for c in hyp["claims"] for e in c["evidence_ids"]}
+        shown = {eid: evidence[eid] for eid in sorted(cited) if eid in evidence}
+        raw_checks = []
+        raws: dict[str, str] = {}
+        for k, claim in enumerate(hyp["claims"]):
+            numbers = sorted(set(_NUMBER.findall(claim["text"])))
+            haystack = ""
+            for eid in claim["evidence_ids"]:
+                if eid not in evidence:
+                    continue
+                if eid not in raws:
+                    raws[eid] = render_for_model(await deps.raw_reader(eid))
+                haystack += raws[eid] + render_for_model(evidence[eid]["digest"])
+            missing = [n for n in numbers if n not in haystack]
+            raw_checks.append({"claim": k, "missing": missing})
+        payload = {
+            "hypothesis_id": state.get("hypothesis_id"),
+            "service": deps.ctx.state.service if deps.ctx.state else None,
+            "summary": hyp["summary"],
+            "claims": hyp["claims"],
+            "evidence": shown,
+            "raw_checks": raw_checks,
+        }
+        messages: list[BaseMessage] = [
+            SystemMessage(content=prompts.JUDGE),
+            HumanMessage(content="JUDGE INPUT " + canonical_json(payload)),
+        ]
+        answer = await ask(deps.judge_model, "judge", messages)
+        text = answer.content if isinstance(answer.content, str) else render_for_model(answer.content)
+        try:
+            verdict = prompts.parse_json_answer(text)
+        except ValueError:
+            verdict = {"grounded": False, "questions": ["The judge's answer was not JSON; please restate."]}
+        grounded = bool(verdict.get("grounded"))
+        questions = [] if grounded else [str(q) for q in verdict.get("questions") or []][:2]
+        graded = [g for g in verdict.get("graded_claims") or [] if isinstance(g, dict)]
+        mid = deps.mid("judge", 0)
+        await emit(
+            JudgeVerdict(
+                thread_ts=deps.thread_ts,
+                message_id=mid,
+                event_time=_now(),
+                round=deps.round,
+                grounded=grounded,
+                questions=questions,
+                graded_claims=graded,
+                hypothesis_id=str(state.get("hypothesis_id")),
+                model=deps.judge_model_name,
+            )
+        )
+        await pause()
+        return {
+            "emitted": [*state.get("emitted", []), mid],
+            "verdict": {"grounded": grounded, "questions": questions, "graded_claims": graded},
+        }
+
+    async def post(state: RoundState) -> RoundState:
+        verdict = state.get("verdict", {"grounded": False, "questions": []})
+        hyp = state.get("hypothesis", {"summary": "", "claims": []})
+        if verdict["grounded"]:
+            kind = "summary"
+            lines = [
+                hyp["summary"],
+                *(f"• {c['text']} [{', '.join(c['evidence_ids'])}]" for c in hyp["claims"]),
+            ]
+            text = "\n".join(lines)
+        else:
+            kind = "questions"
+            qs = verdict["questions"] or ["What else should I look at?"]
+            text = "Before I conclude, I need answers to:\n" + "\n".join(
+                f"{n}. {q}" for n, q in enumerate(qs, 1)
+            )
+        mid = deps.mid("post", 0)
+        emitted = [*state.get("emitted", []), mid]
+        await emit(
+            ThreadPost(
+                thread_ts=deps.thread_ts,
+                message_id=mid,
+                event_time=_now(),
+                round=deps.round,
+                kind=kind,
+                text=text,
+                model=deps.judge_model_name if kind == "questions" else deps.agent_model_name,
+            ),
+            RoundCommitted(
+                thread_ts=deps.thread_ts,
+                message_id=deps.mid("commit", 0),
+                event_time=_now(),
+                round=deps.round,
+                message_ids=emitted,
+            ),
+        )
+        return {"emitted": emitted}
+
+    graph = StateGraph(RoundState)
+    graph.add_node("investigate", investigate)
+    graph.add_node("tools", tools)
+    graph.add_node("hypothesis", hypothesis)
+    graph.add_node("judge", judge)
+    graph.add_node("post", post)
+    graph.add_edge(START, "investigate")
+    graph.add_conditional_edges(
+        "investigate", after_investigate, {"tools": "tools", "hypothesis": "hypothesis"}
+    )
+    graph.add_edge("tools", "investigate")
+    graph.add_edge("hypothesis", "judge")
+    graph.add_edge("judge", "post")
+    graph.add_edge("post", END)
+    return graph.compile()
+
+
+def evidence_index(deps: RoundDeps, turn: list[BaseMessage]) -> dict[str, dict[str, Any]]:
+    """Every citable id -> its kind (tool name or 'human') and what the model saw of it."""
+    calls = {str(c["id"]): str(c["name"]) for r in deps.ctx.rows for c in r.tool_calls()}
+    calls.update({c["id"]: c["name"] for m in turn if isinstance(m, AIMessage) for c in m.tool_calls})
+    index: dict[str, dict[str, Any]] = {}
+    for row in deps.ctx.rows:
+        if row.role == "tool":
+            index[row.id] = {"kind": calls.get(row.tool_call_id or "", "tool"), "digest": row.value}
+        elif row.role == "human" and isinstance(row.value, dict):
+            index[row.id] = {
+                "kind": "human",
+                "digest": {"user": row.value.get("user"), "text": row.value.get("text")},
+            }
+    for m in turn:
+        if isinstance(m, ToolMessage) and m.id:
+            body = m.content if isinstance(m.content, str) else render_for_model(m.content)
+            body = re.sub(r"^\[evidence [^\]]+\] ", "", body)
+            try:
+                digest: Any = json.loads(body)
+            except ValueError:
+                digest = body
+            index[m.id] = {"kind": calls.get(m.tool_call_id, "tool"), "digest": digest}
+    return index

@@ -1,0 +1,291 @@
+"""A deterministic local chat model behind LangChain's BaseChatModel, for tests and the offline demo.
+
+It is not a transcript: every answer is derived from the messages it is given.
+- investigate: plans the tools the evidence lacks (logs, metrics, pod events for an alert;
+  a trace once someone asks about one and a trace id is in the thread), inside the
+  preamble's pinned window; answers without calls once results are back.
+- hypothesis: claims built from the digests' own facts (values copied verbatim) and
+  the people's messages since the last verdict, each citing its evidence ids.
+- judge: grades claims on the raw checks it is handed and asks for what a causal claim
+  lacks (the request path, what changed); at most 2 questions.
+Every event it leads to is labeled model="local-deterministic".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from schemas.events import canonical_json
+from services.agent.facts import salient_facts, summary_of
+
+MODEL_NAME = "local-deterministic"
+_WINDOW = re.compile(r"Alert window: (\S+) \.\. (\S+)")
+_TASK = re.compile(r"^TASK: (\w+)", re.M)
+_TRACE_ID = re.compile(r"\b[0-9a-f]{32}\b")
+_EVIDENCE_PREFIX = re.compile(r"^\[evidence ([^\]]+)\] ")
+_HUMAN_ID = re.compile(r"^\[([^\]]+)\] ")
+_TRACE_WORDS = ("trace", "span", "request path")
+_TRACE_TOOLS = ("query_tempo", "get_trace", "tempo")
+
+
+def _text(m: BaseMessage) -> str:
+    return m.content if isinstance(m.content, str) else json.dumps(m.content)
+
+
+class LocalDeterministicModel(BaseChatModel):
+    """Same interface as ChatOpenAI; same input, same output, on every machine."""
+
+    model_name: str = MODEL_NAME
+
+    @property
+    def _llm_type(self) -> str:
+        return MODEL_NAME
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        system = "\n".join(_text(m) for m in messages if isinstance(m, SystemMessage))
+        task_match = _TASK.search(system)
+        task = task_match.group(1) if task_match else "investigate"
+        if task == "hypothesis":
+            message = AIMessage(content=canonical_json(_hypothesis(messages)))
+        elif task == "judge":
+            message = AIMessage(content=canonical_json(_judge(messages)))
+        else:
+            message = _investigate(messages, system, kwargs.get("tools") or [])
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+# --- reading the input -----------------------------------------------------------------------
+
+
+def _alert(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    for m in messages:
+        text = _text(m)
+        if isinstance(m, HumanMessage) and text.startswith("ALERT "):
+            found: dict[str, Any] = {"labels": {}}
+            service = re.search(r"for service (\S+)", text)
+            found["service"] = service.group(1) if service else ""
+            found["alertname"] = text.split()[1]
+            for line in text.splitlines():
+                if line.startswith("labels "):
+                    found["labels"] = json.loads(line[len("labels ") :])
+            return found
+    return {"labels": {}, "service": "", "alertname": ""}
+
+
+def _calls(messages: Sequence[BaseMessage]) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+
+
+def _evidence(messages: Sequence[BaseMessage]) -> list[tuple[str, str, Any]]:
+    """(evidence id, tool name, digest) of every tool result in the input."""
+    calls = _calls(messages)
+    found = []
+    for m in messages:
+        if not isinstance(m, ToolMessage):
+            continue
+        text = _text(m)
+        prefix = _EVIDENCE_PREFIX.match(text)
+        body = text[prefix.end() :] if prefix else text
+        try:
+            digest: Any = json.loads(body)
+        except ValueError:
+            digest = body
+        eid = (
+            prefix.group(1)
+            if prefix
+            else str(digest.get("evidence_id") if isinstance(digest, dict) else m.id)
+        )
+        found.append((eid, str(calls.get(m.tool_call_id, {}).get("name", "tool")), digest))
+    return found
+
+
+def _humans_since_verdict(messages: Sequence[BaseMessage]) -> list[tuple[str, str, bool]]:
+    """(id, text, mentions the bot) of human turns after the last judge verdict."""
+    out: list[tuple[str, str, bool]] = []
+    for m in messages:
+        text = _text(m)
+        if isinstance(m, AIMessage) and text.startswith("judge ("):
+            out = []
+        elif isinstance(m, HumanMessage) and not text.startswith("ALERT "):
+            mention = text.startswith("(mentions the bot) ")
+            body = text.removeprefix("(mentions the bot) ")
+            hid = _HUMAN_ID.match(body)
+            if hid:
+                out.append((hid.group(1), body[hid.end() :], mention))
+    return out
+
+
+# --- investigate -----------------------------------------------------------------------------
+
+
+def _fill(tool: dict[str, Any], values: dict[str, Any]) -> dict[str, Any] | None:
+    """Arguments for a tool from its JSON schema; None when a required one is unknown."""
+    params = tool.get("function", {}).get("parameters", {})
+    props = params.get("properties", {})
+    required = set(params.get("required", []))
+    args = {}
+    for name in props:
+        if name in values and values[name] is not None:
+            args[name] = values[name]
+        elif name in required:
+            return None
+    return args
+
+
+def _investigate(messages: Sequence[BaseMessage], system: str, tools: list[dict[str, Any]]) -> AIMessage:
+    if messages and isinstance(messages[-1], ToolMessage):
+        got = [eid for eid, _, _ in _evidence(messages)]
+        return AIMessage(content=f"Evidence gathered: {', '.join(got)}. Moving to a hypothesis.")
+    by_name = {t["function"]["name"]: t for t in tools if "function" in t}
+    done = {c["name"] for c in _calls(messages).values()}
+    window = _WINDOW.search(system)
+    alert = _alert(messages)
+    labels = alert["labels"]
+    ns = labels.get("namespace")
+    container = labels.get("container") or alert["service"]
+    all_text = "\n".join(_text(m) for m in messages)
+    trace_ids = sorted(set(_TRACE_ID.findall(all_text)))
+    asks_trace = any(
+        word in text.lower() for _, text, _ in _humans_since_verdict(messages) for word in _TRACE_WORDS
+    ) or any(word in system.lower().split("open questions:")[-1] for word in ("trace", "span"))
+    memory = any(w in alert["alertname"].lower() for w in ("oom", "memory"))
+    metric = "container_memory_working_set_bytes" if memory else "rate(http_requests_total[5m])"
+    values: dict[str, Any] = {
+        "start": window.group(1) if window else None,
+        "end": window.group(2) if window else None,
+        "namespace": ns,
+        "limit": 5000,
+        "step": "15s",
+        "trace_id": trace_ids[0] if trace_ids else None,
+    }
+    queries = {
+        "query_loki": f'{{namespace="{ns}"}}',
+        "query_prometheus": f'{metric}{{namespace="{ns}",container="{container}"}}',
+    }
+    wanted = []
+    if not done:
+        wanted = ["query_loki", "query_prometheus", "get_pod_events"]
+    elif asks_trace and not any(t in name for name in done for t in _TRACE_TOOLS):
+        wanted = [n for n in by_name if any(t in n for t in _TRACE_TOOLS)]
+    calls = []
+    for name in wanted:
+        if name not in by_name:
+            continue
+        args = _fill(by_name[name], {**values, "query": queries.get(name)})
+        if args is not None:
+            calls.append({"name": name, "args": args, "id": f"local_{len(calls)}", "type": "tool_call"})
+    if not calls:
+        note = (
+            " (a trace was asked for, but no trace id is in the thread)"
+            if asks_trace and not trace_ids
+            else ""
+        )
+        return AIMessage(content=f"No further tool calls needed{note}; the evidence in the thread is enough.")
+    names = ", ".join(c["name"] for c in calls)
+    return AIMessage(content=f"Querying {names} inside the alert window.", tool_calls=calls)
+
+
+# --- hypothesis ------------------------------------------------------------------------------
+
+
+def _hypothesis(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    alert = _alert(messages)
+    claims = []
+    cited: list[str] = []
+    for eid, tool, digest in _evidence(messages):
+        for fact in salient_facts(digest)[:2]:
+            claims.append({"text": f"{tool}: {fact}", "evidence_ids": [eid]})
+        cited.append(eid)
+    humans = [(hid, text) for hid, text, mention in _humans_since_verdict(messages) if not mention]
+    for hid, text in humans:
+        claims.append({"text": f"reported in the thread: {text}", "evidence_ids": [hid]})
+        cited.append(hid)
+    service = alert["service"] or "the service"
+    first_tool = summary_of(_evidence(messages)[0][2]) if _evidence(messages) else "no tool evidence"
+    cause = {
+        "text": f"cause: {service} ran out of memory ({alert['alertname']}); {first_tool}",
+        "evidence_ids": list(dict.fromkeys(cited)),
+    }
+    claims.append(cause)
+    summary = (
+        f"{service}: {alert['alertname']} explained by {len(claims) - 1} facts across {len(cited)} sources"
+    )
+    return {"summary": summary, "claims": claims}
+
+
+# --- judge -----------------------------------------------------------------------------------
+
+
+def _judge_input(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    for m in reversed(messages):
+        text = _text(m)
+        if isinstance(m, HumanMessage) and text.startswith("JUDGE INPUT "):
+            value: dict[str, Any] = json.loads(text[len("JUDGE INPUT ") :])
+            return value
+    return {"claims": [], "evidence": {}, "raw_checks": []}
+
+
+def _judge(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    data = _judge_input(messages)
+    evidence: dict[str, Any] = data.get("evidence", {})
+    checks = {c["claim"]: c for c in data.get("raw_checks", [])}
+    kinds = {eid: str(e.get("kind", "")) for eid, e in evidence.items()}
+    graded = []
+    questions: list[str] = []
+    service = data.get("service") or "the service"
+    for k, claim in enumerate(data.get("claims", [])):
+        ids = [i for i in claim.get("evidence_ids", [])]
+        reason = "every cited id is in evidence and its numbers are in the raw"
+        ok = bool(ids) and all(i in evidence for i in ids)
+        if not ok:
+            reason = "cites no evidence, or an id that is not in evidence"
+        elif checks.get(k, {}).get("missing"):
+            ok, reason = False, f"numbers not in the cited raw: {checks[k]['missing']}"
+        if ok and claim.get("text", "").startswith("cause"):
+            has_trace = any(any(t in kinds[i] for t in _TRACE_TOOLS) for i in ids)
+            has_human = any(kinds[i] == "human" for i in ids)
+            if not has_trace:
+                ok, reason = False, "a cause needs the request path, and no trace is cited"
+                questions.append(
+                    f"Which span of a failing {service} request holds the memory? No trace is in evidence: "
+                    "query a failing request's trace inside the alert window."
+                )
+            if not has_human:
+                ok = False
+                reason += "; nothing says what changed"
+                questions.append(
+                    f"What changed in {service} before the memory started rising (a deploy, a config "
+                    "change, the limits)? No change is in evidence."
+                )
+        graded.append({"claim": claim.get("text", ""), "evidence_ids": ids, "grounded": ok, "reason": reason})
+    grounded = bool(graded) and all(g["grounded"] for g in graded)
+    if not grounded and not questions:
+        bad = next(g for g in graded) if graded else {"claim": "the hypothesis"}
+        questions.append(f"What evidence supports: {bad['claim']}?")
+    return {"grounded": grounded, "graded_claims": graded, "questions": [] if grounded else questions[:2]}

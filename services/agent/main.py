@@ -1,0 +1,287 @@
+"""`incident-memory agent`: consume incident.wake, run one round per wake, commit after the marker's ack.
+
+Config, wiring, loop. The Kafka consumer runs on the main thread; rounds run as
+asyncio tasks on one event loop (bounded by a semaphore), serialized per thread by
+a lock, so different threads proceed concurrently and one thread never races itself.
+A wake's offset is committed only once its round's marker is acked (or the wake was
+deliberately skipped), so a round that dies or times out is simply redelivered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import shlex
+import signal
+import threading
+import time
+from concurrent.futures import Future
+
+import psycopg
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from schemas import topics
+from schemas.events import EventDecodeError, Wake, parse_event
+from services.agent import metrics
+from services.agent.config import AgentConfig, build_config, load_file
+from services.agent.emitter import EventEmitter, dead_letter_sender
+from services.agent.mcp_client import McpToolbox
+from services.agent.offsets import OffsetTracker
+from services.agent.round import Models, RoundResult, TriggerNotProjected, run_round
+from services.agent.toolpath import ProjectionTimeout
+from services.runtime.kafka import consumer_config, dead_letter
+from services.runtime.logs import about, configure_logging
+from services.runtime.settings import Settings
+
+log = logging.getLogger("agent")
+RETRYABLE = (TimeoutError, ProjectionTimeout, TriggerNotProjected, KafkaException, psycopg.OperationalError)
+ATTEMPTS = 3
+
+
+class AgentService:
+    def __init__(self, config: AgentConfig, models: Models, dlq_topic: str = topics.DLQ) -> None:
+        self.config = config
+        self.models = models
+        self.dlq_topic = dlq_topic
+        self.tracker = OffsetTracker()
+        self.stop = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self.toolbox: McpToolbox | None = None
+        self.emitter = EventEmitter(config.bootstrap_servers, config.events_topic)
+        self.send_dead_letter = dead_letter_sender(self.emitter, dlq_topic)
+        self.results: list[RoundResult] = []
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._sem: asyncio.Semaphore | None = None
+        self._toolbox_stop: asyncio.Event | None = None
+
+    # --- the event loop and the MCP sessions -----------------------------------------------
+
+    def _start_loop(self) -> None:
+        threading.Thread(target=self.loop.run_forever, name="agent-loop", daemon=True).start()
+        ready: Future[None] = Future()
+        self._holder = asyncio.run_coroutine_threadsafe(self._hold_toolbox(ready), self.loop)
+        ready.result(timeout=120)
+
+    async def _hold_toolbox(self, ready: Future[None]) -> None:
+        """Open the MCP sessions in one task and close them in the same one (anyio requires it)."""
+        self._sem = asyncio.Semaphore(self.config.max_concurrency)
+        self._toolbox_stop = asyncio.Event()
+        try:
+            async with McpToolbox(self.config.mcp_servers) as box:
+                self.toolbox = box
+                ready.set_result(None)
+                await self._toolbox_stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+
+    def _stop_loop(self) -> None:
+        if self._toolbox_stop is not None:
+            self.loop.call_soon_threadsafe(self._toolbox_stop.set)
+            try:
+                self._holder.result(timeout=30)
+            except Exception as exc:
+                log.warning("closing MCP sessions failed", extra={"error": str(exc)})
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+    # --- one wake ----------------------------------------------------------------------------
+
+    async def handle(self, wake: Wake) -> bool:
+        """True when the wake is done with (round acked, or deliberately skipped)."""
+        assert self._sem is not None and self.toolbox is not None
+        lock = self._locks.setdefault(wake.thread_ts, asyncio.Lock())
+        async with lock, self._sem:
+            for attempt in range(1, ATTEMPTS + 1):
+                try:
+                    result = await asyncio.wait_for(
+                        run_round(wake, self.config, self.models, self.toolbox, self.emitter),
+                        self.config.round_timeout,
+                    )
+                    self.results.append(result)
+                    return True
+                except RETRYABLE as exc:
+                    metrics.ROUNDS.labels("retried").inc()
+                    log.warning(
+                        "round failed; running it again",
+                        extra=about(wake.thread_ts, wake.message_id, attempt=attempt, error=repr(exc)),
+                    )
+                    await asyncio.sleep(min(2.0**attempt, 10.0))
+                except Exception as exc:
+                    log.exception("round crashed", extra=about(wake.thread_ts, wake.message_id))
+                    self._dead_letter(wake, f"round crashed: {exc!r}")
+                    return True
+            self._dead_letter(wake, f"round failed {ATTEMPTS} times")
+            return True
+
+    def _dead_letter(self, wake: Wake, reason: str) -> None:
+        metrics.ROUNDS.labels("dead_lettered").inc()
+        self.send_dead_letter(
+            dead_letter(reason, "agent", wake.to_bytes(), self.config.wake_topic, key=wake.thread_ts)
+        )
+
+    # --- the consumer loop -------------------------------------------------------------------
+
+    def _commit(self, consumer: Consumer) -> None:
+        ready = self.tracker.committable()
+        if ready:
+            consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in ready.items()], asynchronous=False
+            )
+            log.info(
+                "wake offsets committed", extra={"offsets": {f"{t}[{p}]": o for (t, p), o in ready.items()}}
+            )
+
+    def run(self, exit_when_idle: float | None = None) -> int:
+        self._start_loop()
+        consumer = Consumer(consumer_config(self.config.bootstrap_servers, self.config.group_id))
+
+        def on_revoke(c: Consumer, partitions: list[TopicPartition]) -> None:
+            try:
+                self._commit(c)
+            except KafkaException as exc:
+                log.warning("commit on revoke failed", extra={"error": str(exc)})
+            for tp in partitions:
+                self.tracker.forget(tp.topic, tp.partition)
+
+        consumer.subscribe([self.config.wake_topic], on_revoke=on_revoke)
+        futures: list[Future[bool]] = []
+        last_activity = time.monotonic()
+        try:
+            while not self.stop.is_set():
+                msg = consumer.poll(0.2)
+                futures = [f for f in futures if not f.done()]
+                if futures:
+                    last_activity = time.monotonic()
+                self._commit(consumer)
+                if msg is None:
+                    if (
+                        exit_when_idle is not None
+                        and not futures
+                        and time.monotonic() - last_activity > exit_when_idle
+                    ):
+                        log.info("idle; exiting")
+                        break
+                    continue
+                last_activity = time.monotonic()
+                if msg.error():
+                    log.warning("consumer error", extra={"error": str(msg.error())})
+                    continue
+                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                self.tracker.started(topic, partition, offset)
+                try:
+                    event = parse_event(msg.value() or b"")
+                    if not isinstance(event, Wake):
+                        raise EventDecodeError(f"expected a wake event, got {type(event).__name__}")
+                except EventDecodeError as exc:
+                    self.send_dead_letter(
+                        dead_letter(str(exc), "agent", msg.value(), topic, partition, offset, msg.key())
+                    )
+                    self.tracker.finished(topic, partition, offset)
+                    continue
+                log.info("wake", extra=about(event.thread_ts, event.trigger_message_id, reason=event.reason))
+                future = asyncio.run_coroutine_threadsafe(self.handle(event), self.loop)
+                future.add_done_callback(
+                    lambda f, t=topic, p=partition, o=offset: (
+                        self.tracker.finished(t, p, o)
+                        if not f.cancelled() and f.exception() is None and f.result()
+                        else None
+                    )
+                )
+                futures.append(future)
+            for future in futures:
+                future.result(timeout=self.config.round_timeout * ATTEMPTS)
+            self._commit(consumer)
+        finally:
+            consumer.close()
+            self._stop_loop()
+            self.emitter.close()
+        return 0
+
+
+# --- CLI ---------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="JSON file: mcp_servers, tool_compactors, models, budgets...")
+    parser.add_argument("--bootstrap-servers", default=None)
+    parser.add_argument("--dsn", default=None, help="Postgres DSN (default: DATABASE_URL or the local stack)")
+    parser.add_argument("--schema", default=None, help="Postgres schema of the projection (default public)")
+    parser.add_argument("--events-topic", default=None)
+    parser.add_argument("--wake-topic", default=None)
+    parser.add_argument("--dlq-topic", default=topics.DLQ)
+    parser.add_argument("--group", default=None, help="consumer group of the wake consumer")
+    parser.add_argument("--model", default=None, help="agent model: 'local' or a ChatOpenAI model name")
+    parser.add_argument("--judge-model", default=None, help="judge model: 'local' or a ChatOpenAI model name")
+    parser.add_argument(
+        "--mcp-command", default=None, help="one stdio MCP server command (replaces the configured)"
+    )
+    parser.add_argument(
+        "--mcp-url", default=None, help="one streamable-HTTP MCP server url (replaces the configured)"
+    )
+    parser.add_argument("--context-budget", type=int, default=None)
+    parser.add_argument("--max-concurrency", type=int, default=None)
+    parser.add_argument("--round-timeout", type=float, default=None)
+    parser.add_argument(
+        "--step-delay", type=float, default=None, help="pause after each node (demo slow motion)"
+    )
+    parser.add_argument("--exit-when-idle", type=float, default=None, metavar="SECONDS")
+    parser.add_argument("--metrics-port", type=int, default=None)
+    parser.add_argument("--log-level", default="INFO")
+
+
+def config_from_args(args: argparse.Namespace) -> AgentConfig:
+    settings = Settings.from_env()
+    data = load_file(args.config)
+    models = dict(data.pop("models", None) or {})
+    if args.model:
+        models["agent"] = args.model
+    if args.judge_model:
+        models["judge"] = args.judge_model
+    schema = args.schema or data.pop("schema", None) or "public"
+    dsn = args.dsn or data.pop("database_url", None) or settings.database_url
+    if args.mcp_command or args.mcp_url:
+        command = shlex.split(args.mcp_command) if args.mcp_command else []
+        data["mcp_servers"] = [
+            {
+                "name": "cli",
+                "command": command,
+                "url": args.mcp_url,
+                "env": {"DATABASE_URL": dsn, "TELEMETRY_MCP_SCHEMA": schema},
+            }
+        ]
+    return build_config(
+        data,
+        models=models,
+        bootstrap_servers=args.bootstrap_servers
+        or data.pop("bootstrap_servers", None)
+        or settings.kafka_bootstrap_servers,
+        database_url=dsn,
+        schema=schema,
+        events_topic=args.events_topic,
+        wake_topic=args.wake_topic,
+        group_id=args.group,
+        context_budget=args.context_budget,
+        max_concurrency=args.max_concurrency,
+        round_timeout=args.round_timeout,
+        step_delay=args.step_delay,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from services.agent.models import build_models
+
+    configure_logging("agent", args.log_level)
+    config = config_from_args(args)
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port)
+    service = AgentService(config, build_models(config.models), dlq_topic=args.dlq_topic)
+    signal.signal(signal.SIGTERM, lambda *_: service.stop.set())
+    log.info(
+        "agent starting",
+        extra={"wake_topic": config.wake_topic, "group": config.group_id, "schema": config.schema},
+    )
+    return service.run(exit_when_idle=args.exit_when_idle)

@@ -1,0 +1,28 @@
+"""The agent's two models: ChatOpenAI (any OpenAI-compatible endpoint) or the local deterministic one."""
+
+from __future__ import annotations
+
+from langchain_core.language_models import BaseChatModel
+
+from services.agent.config import ModelConfig
+from services.agent.local_model import MODEL_NAME, LocalDeterministicModel
+from services.agent.round import Models
+from services.runtime.errors import UserFacingError
+
+
+def _one(name: str, temperature: float) -> tuple[BaseChatModel, str]:
+    if name in ("local", MODEL_NAME):
+        return LocalDeterministicModel(), MODEL_NAME
+    try:
+        from langchain_openai import ChatOpenAI
+
+        # OPENAI_API_KEY and OPENAI_BASE_URL come from the environment, as the client reads them.
+        return ChatOpenAI(model=name, temperature=temperature), name
+    except Exception as exc:  # a missing key is a configuration problem, not a crash
+        raise UserFacingError(f"cannot build ChatOpenAI model {name!r}: {exc}") from None
+
+
+def build_models(config: ModelConfig) -> Models:
+    agent, agent_name = _one(config.agent, config.temperature)
+    judge, judge_name = _one(config.judge, config.temperature)
+    return Models(agent=agent, judge=judge, agent_name=agent_name, judge_name=judge_name)

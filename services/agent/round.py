@@ -1,0 +1,228 @@
+"""One round of one thread, from a wake to its acked marker.
+
+Wait until the trigger is projected, load the context (one query), re-render a long
+thread if it is over budget, render the preamble, run the graph. Nothing lives in
+the process: a round that dies is simply run again and produces the same ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from langchain_core.language_models import BaseChatModel
+from psycopg import sql
+
+from schemas.events import Wake
+from services.agent import metrics
+from services.agent.config import EVIDENCE_TOOL, AgentConfig
+from services.agent.context import LoadedContext, load_context
+from services.agent.emitter import EventEmitter
+from services.agent.graph import RoundDeps, build_graph
+from services.agent.mcp_client import McpToolbox, ToolCallError
+from services.agent.preamble import Trigger, pinned_window, render_preamble
+from services.agent.rerender import plan_rerenders
+from services.agent.toolpath import ProjectionTimeout, ToolPath
+from services.runtime.logs import about
+
+log = logging.getLogger("agent.round")
+
+RAW_QUERY = (
+    "SELECT content FROM agent_messages WHERE id = %(id)s "
+    "UNION ALL SELECT content FROM round_staging WHERE id = %(id)s LIMIT 1"
+)
+
+
+class TriggerNotProjected(RuntimeError):
+    """The wake's trigger never reached the projection in time."""
+
+
+@dataclass(frozen=True)
+class Models:
+    agent: BaseChatModel
+    judge: BaseChatModel
+    agent_name: str
+    judge_name: str
+
+
+@dataclass
+class RoundResult:
+    thread_ts: str
+    round: int | None
+    outcome: str  # committed | skipped
+    message_ids: list[str] = field(default_factory=list)
+    model_inputs: list[tuple[str, int]] = field(default_factory=list)
+    preamble_tokens: int = 0
+    context_tokens: int = 0
+    seconds: float = 0.0
+
+
+def connect(config: AgentConfig) -> psycopg.Connection:
+    conn = psycopg.connect(config.database_url, autocommit=True, connect_timeout=10)
+    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(config.schema)))
+    return conn
+
+
+def already_answered(ctx: LoadedContext, trigger_id: str) -> bool:
+    """A committed round already follows the trigger (a redelivered wake after its round was acked)."""
+    ids = [r.id for r in ctx.rows]
+    if trigger_id not in ids:
+        return False
+    start = ids.index(trigger_id)
+    return any(r.round is not None and r.role == "ai" for r in ctx.rows[start + 1 :])
+
+
+def alert_context(ctx: LoadedContext) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for row in ctx.rows:
+        if row.role == "alert" and isinstance(row.value, dict):
+            out = {"service": row.value.get("service"), "alertname": row.value.get("alertname")}
+            break
+    window = pinned_window(ctx)
+    if window:
+        out.update(window_start=window[0], window_end=window[1])
+    if ctx.state is not None:
+        out.setdefault("service", ctx.state.service)
+    return out
+
+
+async def _wait_rerendered(conn: psycopg.Connection, targets: dict[str, int], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    ids = list(targets)
+    while True:
+        rows = await asyncio.to_thread(
+            lambda: conn.execute(
+                "SELECT id, tokens FROM agent_messages WHERE id = ANY(%s)", (ids,)
+            ).fetchall()
+        )
+        if all(targets.get(i) == t for i, t in rows) and len(rows) == len(ids):
+            return
+        if time.monotonic() > deadline:
+            raise ProjectionTimeout(f"re-renderings of {len(ids)} rows not projected within {timeout}s")
+        await asyncio.sleep(0.05)
+
+
+async def _wait_visible(conn: psycopg.Connection, message_id: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = await asyncio.to_thread(
+            lambda: conn.execute("SELECT 1 FROM agent_messages WHERE id = %s", (message_id,)).fetchone()
+        )
+        if found:
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def run_round(
+    wake: Wake, config: AgentConfig, models: Models, toolbox: McpToolbox, emitter: EventEmitter
+) -> RoundResult:
+    """Run the round a wake asks for; idempotent (a rerun re-emits the same ids)."""
+    from services.projector.readyourwrites import wait_until_projected
+
+    started = time.perf_counter()
+    thread_ts = wake.thread_ts
+    projected = await asyncio.to_thread(
+        wait_until_projected,
+        config.database_url,
+        thread_ts,
+        wake.trigger_message_id,
+        config.projection_timeout,
+        config.schema,
+    )
+    if not projected:
+        raise TriggerNotProjected(
+            f"trigger {wake.trigger_message_id} not projected in {config.projection_timeout}s"
+        )
+    conn = await asyncio.to_thread(connect, config)
+    try:
+        ctx = await asyncio.to_thread(load_context, conn, thread_ts)
+        if already_answered(ctx, wake.trigger_message_id):
+            log.info("wake already answered; skipped", extra=about(thread_ts, wake.trigger_message_id))
+            return RoundResult(thread_ts, None, "skipped")
+        round_ = ctx.last_round() + 1
+        now = datetime.now(UTC)
+        calls = {str(c["id"]): str(c["name"]) for r in ctx.rows for c in r.tool_calls()}
+        tool_names = {r.id: calls.get(r.tool_call_id or "", "tool") for r in ctx.rows if r.role == "tool"}
+        plan = plan_rerenders(ctx.rows, round_, config.context_budget, now, tool_names)
+        if plan.events:
+            await asyncio.to_thread(emitter.send, *plan.events)
+            for event in plan.events:
+                metrics.RERENDERS.labels(event.policy).inc()
+            await _wait_rerendered(
+                conn, {e.target_id: e.tokens for e in plan.events}, config.projection_timeout
+            )
+            log.info(
+                "re-rendered",
+                extra=about(
+                    thread_ts, None, rows=len(plan.events), before=plan.tokens_before, after=plan.tokens_after
+                ),
+            )
+            ctx = await asyncio.to_thread(load_context, conn, thread_ts)
+        trigger = Trigger(wake.reason, wake.trigger_message_id, wake.user)
+        preamble = render_preamble(ctx, round_, trigger, now)
+
+        async def read_raw(evidence_id: str) -> Any:
+            if toolbox.has(EVIDENCE_TOOL):
+                try:
+                    return await toolbox.call(EVIDENCE_TOOL, {"id": evidence_id})
+                except ToolCallError:
+                    pass
+            record = await asyncio.to_thread(lambda: conn.execute(RAW_QUERY, {"id": evidence_id}).fetchone())
+            return None if record is None else record[0]
+
+        deps = RoundDeps(
+            config=config,
+            ctx=ctx,
+            round=round_,
+            preamble=preamble,
+            agent_model=models.agent,
+            judge_model=models.judge,
+            agent_model_name=models.agent_name,
+            judge_model_name=models.judge_name,
+            toolbox=toolbox,
+            tools=ToolPath(config, conn, toolbox, emitter, alert_context(ctx)),
+            emitter=emitter,
+            raw_reader=read_raw,
+        )
+        log.info("round started", extra=about(thread_ts, wake.trigger_message_id, round=round_))
+        final = await build_graph(deps).ainvoke(
+            {}, config={"recursion_limit": 4 * config.max_tool_turns + 10}
+        )
+        ids = list(final.get("emitted", []))
+        visible = await _wait_visible(conn, ids[-1], config.projection_timeout)
+        if not visible:
+            log.warning("round acked but not yet visible", extra=about(thread_ts, ids[-1], round=round_))
+        from schemas.tokens import count_tokens
+
+        seconds = time.perf_counter() - started
+        metrics.ROUND_SECONDS.observe(seconds)
+        metrics.ROUNDS.labels("committed").inc()
+        log.info(
+            "round committed",
+            extra=about(
+                thread_ts,
+                ids[-1],
+                round=round_,
+                rows=len(ids),
+                seconds=round(seconds, 3),
+                model_inputs=deps.model_inputs,
+            ),
+        )
+        return RoundResult(
+            thread_ts,
+            round_,
+            "committed",
+            ids,
+            deps.model_inputs,
+            count_tokens(preamble),
+            ctx.token_sum,
+            seconds,
+        )
+    finally:
+        await asyncio.to_thread(conn.close)

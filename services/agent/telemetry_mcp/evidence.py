@@ -1,0 +1,78 @@
+"""`get_evidence(id)`: the raw `content` of one agent_messages row, verbatim (invariant 5).
+
+The judge of a round grades claims against tool rows of that same round, which
+the projector holds in round_staging until the round commits (invariant 3), so a
+row not yet visible is looked up there too. The row is never changed or created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+VISIBLE = sql.SQL(
+    "SELECT id, thread_ts, round, role, tool_call_id, content FROM agent_messages WHERE id = %s"
+)
+STAGED = sql.SQL("SELECT id, thread_ts, round, role, tool_call_id, content FROM round_staging WHERE id = %s")
+
+
+class EvidenceNotFound(LookupError):
+    """No row has this id: the agent cited evidence that does not exist."""
+
+
+class EvidenceUnavailable(RuntimeError):
+    """Postgres could not be asked (down, wrong DSN, missing schema)."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    id: str
+    thread_ts: str
+    round: int | None
+    role: str
+    tool_call_id: str | None
+    content: Any
+    committed: bool  # False: the row is staged, its round not yet committed
+
+    def meta(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "thread_ts": self.thread_ts,
+            "round": self.round,
+            "role": self.role,
+            "tool_call_id": self.tool_call_id,
+            "committed": self.committed,
+        }
+
+
+class EvidenceStore:
+    def __init__(self, dsn: str, schema: str = "public", connect_timeout_s: float = 10.0) -> None:
+        self.dsn = dsn
+        self.schema = schema
+        self.connect_timeout_s = connect_timeout_s
+
+    async def get(self, evidence_id: str) -> Evidence:
+        if not isinstance(evidence_id, str) or not evidence_id.strip():
+            raise EvidenceNotFound("evidence id must be a non-empty string")
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
+            ) as conn:
+                await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+                for query, committed in ((VISIBLE, True), (STAGED, False)):
+                    cur = await conn.execute(query, (evidence_id,))
+                    row = await cur.fetchone()
+                    if row is not None:
+                        rid, thread_ts, round_, role, call_id, content = row
+                        return Evidence(rid, thread_ts, round_, role, call_id, content, committed)
+        except psycopg.Error as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise EvidenceUnavailable(
+                f"cannot read evidence from Postgres (schema {self.schema}): {first}"
+            ) from None
+        raise EvidenceNotFound(
+            f"no evidence with id {evidence_id!r} (not in agent_messages or round_staging)"
+        )

@@ -1,0 +1,187 @@
+"""`incident-memory telemetry-mcp`: the telemetry MCP server (stdio by default, streamable HTTP on --port).
+
+Every tool answers with the back end's raw JSON, verbatim, as text content (and as
+structured content when it is an object), because the compactor downstream needs
+the real systems' own formats and `get_evidence` must hand back exactly what was stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field
+
+from services.agent.telemetry_mcp import config as config_mod
+from services.agent.telemetry_mcp.backends import Backend, Raw, make_backend
+from services.agent.telemetry_mcp.config import TelemetryConfig
+from services.agent.telemetry_mcp.evidence import EvidenceNotFound, EvidenceStore, EvidenceUnavailable
+from services.agent.telemetry_mcp.timeparse import TimeArgError
+from services.agent.telemetry_mcp.wire import ToolArgError, UpstreamError
+from services.runtime.errors import UserFacingError
+from services.runtime.logs import configure_logging
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "incident-memory-telemetry"
+TOOL_NAMES = ("query_loki", "query_prometheus", "query_tempo", "get_pod_events", "get_evidence")
+EXPECTED = (ToolArgError, TimeArgError, UpstreamError, EvidenceNotFound, EvidenceUnavailable)
+
+Time = Annotated[str, Field(description="RFC 3339 (2026-03-14T03:00:00Z), Unix seconds or Unix nanoseconds")]
+
+
+def result_of(raw: Raw, meta: dict[str, Any] | None = None) -> CallToolResult:
+    """The raw as JSON text, plus structured content when the raw is a JSON object."""
+    structured = raw.value if isinstance(raw.value, dict) else None
+    return CallToolResult(
+        content=[TextContent(type="text", text=raw.text)], structured_content=structured, _meta=meta
+    )
+
+
+async def _guard(call: Callable[[], Awaitable[CallToolResult]]) -> CallToolResult:
+    """Turn anticipated failures into tool errors with their one-line reason."""
+    try:
+        return await call()
+    except EXPECTED as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def build_server(config: TelemetryConfig, backend: Backend | None = None) -> MCPServer[Any]:
+    """The MCP server with its five tools, bound to one back end and one evidence store."""
+    chosen: Backend = backend if backend is not None else make_backend(config)
+    evidence = EvidenceStore(config.dsn, config.schema, config.timeout_s)
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+        try:
+            yield None
+        finally:
+            await chosen.aclose()
+
+    app: MCPServer[Any] = MCPServer(
+        SERVER_NAME,
+        instructions=(
+            "Telemetry for incident investigation. Every tool returns the system's raw JSON. "
+            "Stay inside the incident's alert window. get_evidence(id) returns a stored raw by evidence id."
+        ),
+        lifespan=lifespan,
+    )
+
+    @app.tool()
+    async def query_loki(
+        query: Annotated[str, Field(description='LogQL log query, e.g. {namespace="shop"} |= "error"')],
+        start: Time,
+        end: Time,
+        limit: Annotated[int, Field(description="maximum number of log lines, newest first")] = 5000,
+    ) -> CallToolResult:
+        """Loki query_range: log lines matching a LogQL query in [start, end], as Loki's raw JSON."""
+        return await _guard(lambda: _raw(chosen.query_loki(query, start, end, limit)))
+
+    @app.tool()
+    async def query_prometheus(
+        query: Annotated[str, Field(description="PromQL expression")],
+        start: Time,
+        end: Time,
+        step: Annotated[str, Field(description="resolution: a duration (15s, 1m) or seconds")],
+    ) -> CallToolResult:
+        """Prometheus query_range: a matrix of series over [start, end] at `step`, as Prometheus's raw JSON."""
+        return await _guard(lambda: _raw(chosen.query_prometheus(query, start, end, step)))
+
+    @app.tool()
+    async def query_tempo(
+        trace_id: Annotated[str, Field(description="trace id, up to 32 hex digits")],
+    ) -> CallToolResult:
+        """Tempo trace by id: the whole trace in OTLP JSON."""
+        return await _guard(lambda: _raw(chosen.query_tempo(trace_id)))
+
+    @app.tool()
+    async def get_pod_events(
+        namespace: Annotated[str, Field(description="Kubernetes namespace")],
+        pod: Annotated[
+            str | None, Field(description="only this pod's events; all of the namespace if omitted")
+        ] = None,
+    ) -> CallToolResult:
+        """Kubernetes events of a namespace (or of one pod in it), as the API's raw EventList."""
+        return await _guard(lambda: _raw(chosen.get_pod_events(namespace, pod)))
+
+    @app.tool()
+    async def get_evidence(
+        id: Annotated[str, Field(description="evidence id, thread_ts:round:node:i")],
+    ) -> CallToolResult:
+        """The raw content of one stored message (a tool result, alert, human turn...), verbatim."""
+
+        async def fetch() -> CallToolResult:
+            row = await evidence.get(id)
+            return result_of(Raw.of(row.content), {"incident_memory/evidence": row.meta()})
+
+        return await _guard(fetch)
+
+    return app
+
+
+async def _raw(pending: Awaitable[Raw]) -> CallToolResult:
+    return result_of(await pending)
+
+
+# ---- CLI -------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", help="JSON file with any of the keys below (flags win over it, it wins over env)"
+    )
+    parser.add_argument(
+        "--backend", choices=config_mod.BACKENDS, help="recorded (default) or http; env TELEMETRY_MCP_BACKEND"
+    )
+    parser.add_argument(
+        "--recording",
+        help="recorded back end: a JSON file {loki, prometheus, tempo, pod_events}; default the seed incident",
+    )
+    parser.add_argument("--loki-url", help="env LOKI_URL (token LOKI_TOKEN, tenant LOKI_TENANT)")
+    parser.add_argument("--prometheus-url", help="env PROMETHEUS_URL (token PROMETHEUS_TOKEN)")
+    parser.add_argument("--tempo-url", help="env TEMPO_URL (token TEMPO_TOKEN, tenant TEMPO_TENANT)")
+    parser.add_argument(
+        "--kubernetes-url", help="env KUBERNETES_URL (in a pod: the service account's API server)"
+    )
+    parser.add_argument(
+        "--kubernetes-token-file", help="env KUBERNETES_TOKEN_FILE, or the token itself in KUBERNETES_TOKEN"
+    )
+    parser.add_argument("--kubernetes-ca-file", help="env KUBERNETES_CA_FILE: CA bundle of the API server")
+    parser.add_argument(
+        "--timeout", dest="timeout_s", type=float, help="per-request timeout in seconds (default 30)"
+    )
+    parser.add_argument("--dsn", help="Postgres for get_evidence; env DATABASE_URL")
+    parser.add_argument("--schema", help="Postgres schema (search_path) of agent_messages; default public")
+    parser.add_argument("--port", type=int, help="serve streamable HTTP on this port instead of stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address for --port (default 127.0.0.1)")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], type=str.upper
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> TelemetryConfig:
+    keys = {f for f in TelemetryConfig.__dataclass_fields__}
+    flags = {k: v for k, v in vars(args).items() if k in keys}
+    return config_mod.load(flags, getattr(args, "config", None))
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    try:
+        app = build_server(config)
+    except UpstreamError as exc:
+        raise UserFacingError(str(exc)) from None
+    configure_logging("telemetry-mcp", args.log_level)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request, with the query in it
+    log.info("telemetry MCP server starting", extra={"backend": config.backend, "port": args.port})
+    if args.port is not None:
+        app.run("streamable-http", host=args.host, port=args.port)
+    else:
+        app.run("stdio")
+    return 0

@@ -1,0 +1,123 @@
+"""The tool path: tool-digest cache first, then a real MCP call whose raw is emitted and compacted.
+
+On a hit (same thread, tool, canonical args) nothing is queried or compacted again.
+On a miss the raw goes out as a ToolResult; the model loop continues only once the
+compactor's digest has been projected (read-your-writes), so the model never sees a raw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+
+from schemas.events import ToolResult
+from schemas.ids import canonical_args_hash
+from services.agent import metrics
+from services.agent.config import AgentConfig
+from services.agent.emitter import EventEmitter
+from services.agent.mcp_client import McpToolbox, ToolCallError
+from services.runtime.logs import about
+
+log = logging.getLogger("agent.tools")
+
+CACHE_QUERY = (
+    "SELECT message_id, tool_call_id, compact FROM tool_digest_cache "
+    "WHERE thread_ts = %s AND tool = %s AND args_hash = %s"
+)
+DIGEST_BY_ID = "SELECT compact FROM tool_digest_cache WHERE thread_ts = %s AND message_id = %s"
+
+
+class ProjectionTimeout(RuntimeError):
+    """A written event did not show up in the projection in time; the round is retried."""
+
+
+@dataclass(frozen=True)
+class CachedDigest:
+    message_id: str
+    tool_call_id: str
+    compact: Any
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    message_id: str
+    compact: Any
+    cache_hit: bool
+
+
+class ToolPath:
+    def __init__(
+        self,
+        config: AgentConfig,
+        conn: psycopg.Connection,
+        toolbox: McpToolbox,
+        emitter: EventEmitter,
+        alert_context: dict[str, Any],
+    ) -> None:
+        self.config = config
+        self.conn = conn
+        self.toolbox = toolbox
+        self.emitter = emitter
+        self.alert_context = alert_context
+
+    async def lookup(self, thread_ts: str, tool: str, args: dict[str, Any]) -> CachedDigest | None:
+        key = (thread_ts, self.config.compactor_for(tool), canonical_args_hash(args))
+        record = await asyncio.to_thread(lambda: self.conn.execute(CACHE_QUERY, key).fetchone())
+        return None if record is None else CachedDigest(record[0], record[1], record[2])
+
+    async def run(
+        self, thread_ts: str, round_: int, message_id: str, call_id: str, tool: str, args: dict[str, Any]
+    ) -> ToolOutcome:
+        """The digest answering one call; a cache hit under this very id is a retried round."""
+        cached = await self.lookup(thread_ts, tool, args)
+        if cached is not None:
+            metrics.CACHE_HITS.labels(tool).inc()
+            log.info(
+                "tool cache hit", extra=about(thread_ts, message_id, tool=tool, cached=cached.message_id)
+            )
+            return ToolOutcome(cached.message_id, cached.compact, True)
+        try:
+            raw = await self.toolbox.call(tool, args)
+        except ToolCallError as exc:
+            raw = {"error": str(exc), "tool": tool}  # the tool's own answer, recorded as it came back
+        metrics.TOOL_CALLS.labels(tool).inc()
+        event = ToolResult(
+            thread_ts=thread_ts,
+            message_id=message_id,
+            event_time=datetime.now(UTC),
+            round=round_,
+            tool_call_id=call_id,
+            tool=self.config.compactor_for(tool),
+            args=args,
+            raw=raw,
+            alert_context={**self.alert_context, "evidence_id": message_id},
+        )
+        await asyncio.to_thread(self.emitter.send, event)
+        log.info("tool called", extra=about(thread_ts, message_id, tool=tool))
+        compact = await self.wait_for_digest(thread_ts, message_id)
+        return ToolOutcome(message_id, compact, False)
+
+    async def wait_for_digest(self, thread_ts: str, message_id: str) -> Any:
+        from services.projector.readyourwrites import wait_until_projected
+
+        ok = await asyncio.to_thread(
+            wait_until_projected,
+            self.config.database_url,
+            thread_ts,
+            message_id,
+            self.config.projection_timeout,
+            self.config.schema,
+        )
+        record = await asyncio.to_thread(
+            lambda: self.conn.execute(DIGEST_BY_ID, (thread_ts, message_id)).fetchone()
+        )
+        if not ok or record is None:
+            raise ProjectionTimeout(
+                f"digest of {message_id} not projected within {self.config.projection_timeout}s"
+            )
+        return record[0]

@@ -1,0 +1,163 @@
+"""`incident-memory compactor`: run one compactor worker (faust-streaming).
+
+Config first (arguments and environment, checked against the broker), then wiring
+(metrics, selector, the faust app), then the loop (a faust Worker until SIGTERM/SIGINT).
+Start more processes with the same --app-id to split the partitions between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+from pathlib import Path
+
+from schemas import topics
+from services.compactor.stream_config import (
+    DEFAULT_APP_ID,
+    DEFAULT_SELECTIONS_TOPIC,
+    GUARANTEES,
+    StreamConfig,
+)
+from services.runtime.errors import UserFacingError
+from services.runtime.settings import Settings, state_dir
+
+log = logging.getLogger("incident_memory.compactor")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--broker", default=None, help="Kafka bootstrap servers (default: KAFKA_BOOTSTRAP_SERVERS)")
+    parser.add_argument("--app-id", default=DEFAULT_APP_ID, help="faust app id = consumer group (default: %(default)s)")
+    parser.add_argument("--events-topic", default=topics.EVENTS, help="input topic (default: %(default)s)")
+    parser.add_argument("--compacted-topic", default=topics.COMPACTED, help="output topic (default: %(default)s)")
+    parser.add_argument("--dlq-topic", default=topics.DLQ, help="dead-letter topic (default: %(default)s)")
+    parser.add_argument(
+        "--selections-topic",
+        default=DEFAULT_SELECTIONS_TOPIC,
+        help="changelog of recorded selector choices, shared across app ids (default: %(default)s)",
+    )
+    parser.add_argument("--workers-dir", default=None, help="faust data dirs (default: <state dir>/faust)")
+    parser.add_argument("--worker-name", default=None, help="this worker's data dir name (default: host-pid)")
+    parser.add_argument("--web-port", type=int, default=None, help="faust web port (default: web disabled)")
+    parser.add_argument("--metrics-port", type=int, default=None, help="Prometheus metrics port (default: none)")
+    parser.add_argument(
+        "--selector",
+        default=os.environ.get("COMPACTOR_SELECTOR", "local"),
+        help="local | openai | package.module:Class (default: COMPACTOR_SELECTOR or local)",
+    )
+    parser.add_argument("--budget", type=int, default=None, help="token budget for every tool (default: per tool)")
+    parser.add_argument("--processing-guarantee", choices=GUARANTEES, default="at_least_once")
+    parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+
+def config_from_args(args: argparse.Namespace) -> StreamConfig:
+    """Resolve and check the configuration; UserFacingError names what is wrong."""
+    if args.budget is not None and args.budget < 1:
+        raise UserFacingError(f"--budget must be a positive integer, got {args.budget}")
+    for name in ("web_port", "metrics_port"):
+        port = getattr(args, name)
+        if port is not None and not 0 < port < 65536:
+            raise UserFacingError(f"--{name.replace('_', '-')} must be a TCP port, got {port}")
+    bootstrap = args.broker or Settings.from_env().kafka_bootstrap_servers
+    workers_dir = os.path.abspath(args.workers_dir) if args.workers_dir else str(state_dir() / "faust")
+    return StreamConfig(
+        bootstrap_servers=bootstrap,
+        app_id=args.app_id,
+        events_topic=args.events_topic,
+        compacted_topic=args.compacted_topic,
+        dlq_topic=args.dlq_topic,
+        selections_topic=args.selections_topic,
+        worker_name=args.worker_name or f"{args.app_id}-{socket.gethostname()}-{os.getpid()}",
+        workers_dir=Path(workers_dir),
+        web_port=args.web_port,
+        metrics_port=args.metrics_port,
+        selector=args.selector,
+        budget=args.budget,
+        processing_guarantee=args.processing_guarantee,
+        log_level=args.log_level,
+    )
+
+
+def check_topics(config: StreamConfig) -> int:
+    """The input/output/DLQ topics must exist, and output must have the input's partition count.
+
+    Creates the selection changelog (compacted) if missing. Returns the partition count.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    from services.runtime.checks import check_kafka
+
+    check_kafka(config.bootstrap_servers)
+    admin = AdminClient({"bootstrap.servers": config.bootstrap_servers})
+    metadata = admin.list_topics(timeout=10).topics
+    for name in (config.events_topic, config.compacted_topic, config.dlq_topic):
+        if name not in metadata:
+            raise UserFacingError(f"topic {name!r} does not exist (run `incident-memory migrate`)")
+    source = len(metadata[config.events_topic].partitions)
+    sink = len(metadata[config.compacted_topic].partitions)
+    if source != sink:
+        raise UserFacingError(
+            f"{config.compacted_topic} has {sink} partitions but {config.events_topic} has {source}: "
+            "they must be equal so every thread keeps its partition"
+        )
+    spec = topics.TopicSpec(config.selections_topic, source, {"cleanup.policy": "compact"})
+    topics.ensure_topics(config.bootstrap_servers, (spec,))
+    existing = len(admin.list_topics(topic=config.selections_topic, timeout=10).topics[spec.name].partitions)
+    if existing != source:
+        raise UserFacingError(f"{config.selections_topic} has {existing} partitions, expected {source}")
+    return source
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from services.compactor.stream_metrics import StreamMetrics
+    from services.compactor.stream_selector import CountingSelector, load_selector
+    from services.compactor.worker import JsonWorker, build_app
+    from services.runtime.logs import about, configure_logging
+
+    # config
+    configure_logging("compactor", args.log_level)
+    config = config_from_args(args)
+    config = replace(config, partitions=check_topics(config))
+    config.datadir.mkdir(parents=True, exist_ok=True)
+
+    # wiring
+    metrics = StreamMetrics()
+    selector = CountingSelector(
+        load_selector(config.selector), on_call=lambda model: metrics.selector_calls.labels(model=model).inc()
+    )
+    if config.metrics_port is not None:
+        try:
+            metrics.serve(config.metrics_port)
+        except OSError as exc:
+            raise UserFacingError(f"--metrics-port {config.metrics_port}: {exc.strerror or exc}") from None
+    app = build_app(config, metrics, selector)
+    log.info(
+        "compactor starting",
+        extra=about(
+            None,
+            None,
+            app_id=config.app_id,
+            worker=config.worker_name,
+            events_topic=config.events_topic,
+            compacted_topic=config.compacted_topic,
+            dlq_topic=config.dlq_topic,
+            partitions=config.partitions,
+            selector=selector.model,
+            guarantee=config.processing_guarantee,
+            metrics_port=config.metrics_port,
+        ),
+    )
+
+    # the loop
+    worker = JsonWorker(app, log_level=config.log_level)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        code = int(exc.code or 0) if isinstance(exc.code, int | None) else 1
+    else:
+        code = 0
+    log.info("compactor stopped", extra=about(None, None, worker=config.worker_name, exit_code=code))
+    return code

@@ -1,0 +1,151 @@
+"""One record of `incident.events` -> what goes onto `incident.compacted` or `incident.dlq`.
+
+Pure apart from the selector: the faust worker (services/compactor/worker.py) owns the
+I/O and only moves the bytes this module decides. Non-tool events are forwarded as the
+exact bytes that arrived; a `ToolResult` becomes a `CompactedToolResult` in canonical
+JSON; anything that cannot be processed becomes a `DeadLetter` with its reason and its
+partition/offset (invariant 12), so the worker never stops on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from schemas.events import (
+    CompactedToolResult,
+    DeadLetter,
+    EventDecodeError,
+    Selection,
+    ToolResult,
+    parse_event,
+)
+from services.compactor.registry import (
+    COMPACTOR_VERSION,
+    BudgetExceeded,
+    CompactOutcome,
+    RawFormatError,
+    compact_tool_result,
+    raw_sha256,
+)
+from services.compactor.selector import Selector
+from services.runtime.kafka import dead_letter
+
+STAGE = "compactor"
+
+
+@dataclass(frozen=True)
+class Forward:
+    """A non-tool event: its bytes go on unchanged."""
+
+    value: bytes
+    thread_ts: str
+    message_id: str
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """A tool result with its compact beside the raw; `record` is a selection to remember."""
+
+    value: bytes
+    event: CompactedToolResult
+    outcome: CompactOutcome
+    selection_key: str
+    record: Selection | None
+
+
+@dataclass(frozen=True)
+class Dead:
+    """Could not be processed: goes to the dead-letter topic."""
+
+    letter: DeadLetter
+    thread_ts: str | None = None
+    message_id: str | None = None
+
+
+Result = Forward | Compacted | Dead
+
+
+def selection_key(sha256: str, version: str = COMPACTOR_VERSION) -> str:
+    """The key under which a selector's choice is recorded (invariant 8)."""
+    return f"{sha256}:{version}"
+
+
+def compact_event(
+    event: ToolResult,
+    *,
+    recorded: Callable[[str], Selection | None],
+    selector: Selector | None,
+    budget: int | None,
+) -> Compacted:
+    """Compact one tool result, reusing a recorded selection for the same raw hash and version.
+
+    Raises RawFormatError / BudgetExceeded / anything the compactor raises; the caller
+    turns those into dead letters.
+    """
+    key = selection_key(raw_sha256(event.raw))
+    previous = recorded(key)
+    outcome = compact_tool_result(
+        event.tool,
+        event.raw,
+        event.alert_context,
+        budget=budget,
+        selector=selector,
+        recorded_selection=previous,
+    )
+    compacted = CompactedToolResult(
+        thread_ts=event.thread_ts,
+        message_id=event.message_id,
+        event_time=event.event_time,
+        round=event.round,
+        tool_call_id=event.tool_call_id,
+        tool=event.tool,
+        args=event.args,
+        raw=event.raw,
+        alert_context=event.alert_context,
+        compact=outcome.compact,
+        tokens=outcome.tokens,
+        raw_tokens=outcome.raw_tokens,
+        raw_sha256=outcome.raw_sha256,
+        compactor_version=outcome.compactor_version,
+        budget=outcome.budget,
+        selection=outcome.selection,
+    )
+    record = outcome.selection if previous is None and outcome.selection is not None else None
+    return Compacted(compacted.to_bytes(), compacted, outcome, selection_key(outcome.raw_sha256), record)
+
+
+def process(
+    value: bytes | None,
+    *,
+    key: bytes | None,
+    topic: str,
+    partition: int | None,
+    offset: int | None,
+    recorded: Callable[[str], Selection | None],
+    selector: Selector | None = None,
+    budget: int | None = None,
+) -> Result:
+    """Decide the fate of one record. Never raises for bad input: that is a `Dead`."""
+
+    def dead(reason: str, ts: str | None = None, mid: str | None = None) -> Dead:
+        letter = dead_letter(reason, STAGE, value, topic, partition=partition, offset=offset, key=key)
+        return Dead(letter, ts, mid)
+
+    if value is None:
+        return dead("empty value (tombstone)")
+    try:
+        event = parse_event(value)
+    except EventDecodeError as exc:
+        return dead(str(exc))
+    if not isinstance(event, ToolResult):
+        return Forward(value, event.thread_ts, event.message_id)
+    ts, mid = event.thread_ts, event.message_id
+    try:
+        return compact_event(event, recorded=recorded, selector=selector, budget=budget)
+    except RawFormatError as exc:
+        return dead(f"raw format: {exc}", ts, mid)
+    except BudgetExceeded as exc:
+        return dead(f"budget exceeded: {exc}", ts, mid)
+    except Exception as exc:  # a compactor bug must not stop the partition behind it
+        return dead(f"compactor error: {type(exc).__name__}: {exc}", ts, mid)

@@ -1,0 +1,42 @@
+"""Everything a compactor worker is configured with, resolved once before any wiring."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from schemas import topics
+
+DEFAULT_APP_ID = "incident-memory-compactor"
+DEFAULT_SELECTIONS_TOPIC = "incident-memory-compactor-selections"
+GUARANTEES = ("at_least_once", "exactly_once")
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    bootstrap_servers: str
+    app_id: str = DEFAULT_APP_ID  # = the consumer group
+    events_topic: str = topics.EVENTS
+    compacted_topic: str = topics.COMPACTED
+    dlq_topic: str = topics.DLQ
+    # The selection table's changelog. Not derived from app_id, so a replay under a new
+    # app id (a new consumer group reading from the beginning) still finds the recorded choices.
+    selections_topic: str = DEFAULT_SELECTIONS_TOPIC
+    worker_name: str = "worker"
+    workers_dir: Path = Path(".")
+    web_port: int | None = None  # faust's web server; None = disabled
+    metrics_port: int | None = None  # prometheus-client; None = disabled
+    selector: str = "local"
+    budget: int | None = None  # None = each tool's configured budget
+    processing_guarantee: str = "at_least_once"
+    partitions: int = 8  # of events_topic (checked against the broker at start-up)
+    log_level: str = "INFO"
+
+    @property
+    def datadir(self) -> Path:
+        return self.workers_dir / self.worker_name
+
+    def broker_urls(self) -> list[str]:
+        """faust's broker URLs from a Kafka bootstrap list (`host:port,host:port`)."""
+        hosts = [h.strip().removeprefix("PLAINTEXT://") for h in self.bootstrap_servers.split(",") if h.strip()]
+        return [h if h.startswith("kafka://") else f"kafka://{h}" for h in hosts]

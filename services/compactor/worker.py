@@ -1,0 +1,174 @@
+"""The faust-streaming app: incident.events -> incident.compacted (+ incident.dlq).
+
+Values stay bytes end to end (`raw` serializer): a pass-through is the very bytes that
+arrived, and a compacted event is canonical JSON. Each output goes to the SAME partition
+number as its input, with the same key: the two topics have the same partition count, so
+a thread keeps its partition and its order whatever partitioner the producers use.
+The selection table (a changelog-backed faust Table, key `raw_sha256:compactor_version`)
+makes a replay reuse a selector's choice instead of asking again (invariant 8).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import faust
+from faust.types import TP
+
+from schemas.events import Selection
+from services.compactor.selector import Selector
+from services.compactor.stream import Compacted, Dead, Forward, process
+from services.compactor.stream_config import StreamConfig
+from services.compactor.stream_metrics import StreamMetrics
+from services.runtime.logs import about, configure_logging
+
+log = logging.getLogger("incident_memory.compactor")
+
+TABLE_NAME = "selections"
+
+
+def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) -> faust.App:
+    """Wire the app: topics, the selection table, the agent. Nothing runs until a Worker starts it."""
+    app = faust.App(
+        config.app_id,
+        broker=config.broker_urls(),
+        datadir=str(config.datadir),
+        autodiscover=False,
+        processing_guarantee=config.processing_guarantee,
+        store="memory://",
+        key_serializer="raw",
+        value_serializer="raw",
+        consumer_auto_offset_reset="earliest",
+        topic_partitions=config.partitions,
+        topic_replication_factor=1,
+        topic_allow_declare=False,  # topics are created by `migrate` / the worker's start-up check
+        producer_acks=-1,
+        web_enabled=config.web_port is not None,
+        web_port=config.web_port or 6066,
+        web_bind="127.0.0.1",
+        web_host="127.0.0.1",
+    )
+    source = app.topic(config.events_topic, key_serializer="raw", value_serializer="raw")
+    compacted = app.topic(config.compacted_topic, key_serializer="raw", value_serializer="raw")
+    dlq = app.topic(config.dlq_topic, key_serializer="raw", value_serializer="raw")
+    changelog = app.topic(
+        config.selections_topic,
+        partitions=config.partitions,
+        key_serializer="json",
+        value_serializer="json",
+    )
+    table = app.Table(
+        TABLE_NAME,
+        partitions=config.partitions,
+        changelog_topic=changelog,
+        key_type=str,
+        value_type=dict,  # Selection.model_dump(); json on the changelog
+    )
+
+    def recorded(key: str) -> Selection | None:
+        value = table.get(key)
+        if value is None:
+            return None
+        metrics.selections_reused.inc()
+        return Selection.model_validate(value)
+
+    lag_gauges: dict[int, Any] = {}
+
+    def observe_lag(tp: TP, offset: int) -> None:
+        gauge = lag_gauges.get(tp.partition)
+        if gauge is None:
+            gauge = lag_gauges[tp.partition] = metrics.lag.labels(partition=str(tp.partition))
+        try:
+            highwater = app.consumer.highwater(tp)
+        except Exception:  # not known yet right after an assignment
+            return
+        if highwater is not None:
+            gauge.set(max(0, highwater - offset - 1))
+
+    @app.agent(source, name="compact")
+    async def compact(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        async for event in stream.events():
+            msg = event.message
+            result = process(
+                msg.value if isinstance(msg.value, bytes) or msg.value is None else bytes(msg.value),
+                key=msg.key,
+                topic=msg.topic,
+                partition=msg.partition,
+                offset=msg.offset,
+                recorded=recorded,
+                selector=selector,
+                budget=config.budget,
+            )
+            if isinstance(result, Forward):
+                await compacted.send(key=msg.key, value=result.value, partition=msg.partition)
+                metrics.events.labels(outcome="passthrough").inc()
+            elif isinstance(result, Compacted):
+                if result.record is not None:
+                    table[result.selection_key] = result.record.model_dump(mode="json")
+                await compacted.send(key=msg.key, value=result.value, partition=msg.partition)
+                out = result.outcome
+                metrics.events.labels(outcome="compacted").inc()
+                metrics.compacted.labels(tool=result.event.tool).inc()
+                metrics.ratio.labels(tool=result.event.tool).observe(out.raw_tokens / max(out.tokens, 1))
+                metrics.tokens.labels(kind="raw").inc(out.raw_tokens)
+                metrics.tokens.labels(kind="compact").inc(out.tokens)
+            elif isinstance(result, Dead):
+                await dlq.send(key=msg.key, value=result.letter.to_bytes())
+                metrics.events.labels(outcome="dead_letter").inc()
+                metrics.dead_letters.inc()
+                if result.letter.reason.startswith("budget exceeded"):
+                    metrics.budget_violations.labels(tool=_tool_of(result)).inc()
+                log.warning(
+                    "dead letter",
+                    extra=about(
+                        result.thread_ts,
+                        result.message_id,
+                        reason=result.letter.reason,
+                        partition=msg.partition,
+                        offset=msg.offset,
+                    ),
+                )
+            observe_lag(msg.tp, msg.offset)
+            yield None
+
+    @app.on_partitions_assigned.connect
+    async def on_assigned(sender: Any, assigned: set[TP], **kwargs: Any) -> None:
+        mine = sorted(tp.partition for tp in assigned if tp.topic == config.events_topic)
+        metrics.assigned.set(len(mine))
+        log.info(
+            "partitions assigned",
+            extra=about(None, None, topic=config.events_topic, partitions=mine, worker=config.worker_name),
+        )
+
+    _ = compact, on_assigned
+    return app
+
+
+def _tool_of(result: Dead) -> str:
+    reason = result.letter.reason.removeprefix("budget exceeded: ")
+    return reason.split(":", 1)[0] or "?"
+
+
+class _DropMissingLeaderTopic(logging.Filter):
+    """faust's leader-election topic is not created (topic_allow_declare=False, no timers use it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "__assignor-__leader" not in record.getMessage()
+
+
+class JsonWorker(faust.Worker):
+    """A faust Worker whose logs are the service's JSON lines (services.runtime.logs)."""
+
+    def __init__(self, app: faust.App, *, log_level: str = "INFO", **kwargs: Any) -> None:
+        self._json_level = log_level
+        super().__init__(app, loglevel=log_level, quiet=True, redirect_stdouts=False, **kwargs)
+
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        configure_logging("compactor", self._json_level)
+        noisy = logging.DEBUG if self._json_level == "DEBUG" else logging.WARNING
+        for name in ("faust", "aiokafka", "mode"):
+            logging.getLogger(name).setLevel(noisy)
+        for name in ("aiokafka.cluster", "faust.assignor.partition_assignor"):
+            logging.getLogger(name).addFilter(_DropMissingLeaderTopic())

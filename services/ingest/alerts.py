@@ -1,0 +1,156 @@
+"""Alertmanager webhook (version 4) payloads -> events. Pure, shared by HTTP and the Kafka consumer.
+
+A firing group opens (or re-confirms) its incident thread: AlertReceived `T:-:alert:0`,
+IncidentStateChanged `T:-:state:open` with the pinned window, and Wake `T:-:wake:alert`.
+A resolved group adds AlertReceived `T:-:alert:resolved` and IncidentStateChanged
+`T:-:state:resolved`; it wakes nobody. Alertmanager re-sends a group (retries on 5xx,
+repeat_interval, group changes); every re-send maps to the same thread and the same ids,
+so the projector's ON CONFLICT DO NOTHING and the agent's wake dedupe make it harmless.
+
+thread_ts is derived, never random: `<earliest startsAt, unix seconds>.<6 digits of
+sha256(groupKey)>`. It looks like a Slack ts on purpose: a Slack poster that opens the real
+Slack thread for the alert maps this ts to the channel message it posts (the bot replies
+under it), and everything inside the pipeline keys on this one value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from schemas.events import AlertReceived, IncidentStateChanged, Wake
+from schemas.ids import message_id
+from services.ingest.planned import Planned, get_str
+from services.ingest.rejections import Rejected, bad, missing
+
+RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|z|[+-]\d{2}:\d{2})$"
+)
+
+
+@dataclass(frozen=True)
+class Window:
+    before_s: int = 1800
+    after_s: int = 1800
+
+
+@dataclass(frozen=True)
+class AlertGroup:
+    thread_ts: str
+    status: str
+    planned: list[Planned]
+
+
+def parse_time(value: str, where: str) -> datetime:
+    """RFC 3339 as Alertmanager writes it (Go: up to nanoseconds, `Z` or an offset), to aware UTC."""
+    match = RFC3339.match(value)
+    if not match:
+        raise bad(where, f"not an RFC 3339 time: {value[:40]!r}")
+    year, month, day, hour, minute, second, fraction, zone = match.groups()
+    micros = int(((fraction or "") + "000000")[:6])
+    try:
+        moment = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micros, UTC)
+    except ValueError as exc:
+        raise bad(where, str(exc)) from None
+    if zone not in ("Z", "z"):
+        sign = 1 if zone[0] == "+" else -1
+        moment -= sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
+    return moment
+
+
+def group_thread_ts(group_key: str, earliest: datetime) -> str:
+    """Deterministic thread_ts for an alert group: a retry or re-send maps to the same thread."""
+    digits = int(hashlib.sha256(group_key.encode()).hexdigest(), 16) % 1_000_000
+    return f"{int(earliest.timestamp())}.{digits:06d}"
+
+
+def map_webhook(payload: dict[str, Any], window: Window) -> AlertGroup:
+    """Map one Alertmanager notification. Raises Rejected (4xx) for anything malformed."""
+    version = payload.get("version")
+    if version is None:
+        raise missing("version")
+    if str(version) != "4":
+        raise Rejected(400, "unsupported_version", f"webhook version {version!r}, expected '4'")
+    group_key = get_str(payload, "groupKey", "") or ""
+    if not group_key:
+        raise missing("groupKey")
+    status = get_str(payload, "status", "")
+    if status not in ("firing", "resolved"):
+        raise bad("status", f"expected 'firing' or 'resolved', got {str(status)[:40]!r}")
+    alerts = payload.get("alerts")
+    if not isinstance(alerts, list) or not alerts:
+        raise missing("alerts") if alerts is None else bad("alerts", "expected a non-empty list")
+    starts: list[tuple[datetime, dict[str, Any]]] = []
+    for i, alert in enumerate(alerts):
+        if not isinstance(alert, dict):
+            raise bad(f"alerts[{i}]", "expected an object")
+        starts.append(
+            (parse_time(get_str(alert, "startsAt", f"alerts[{i}].") or "", f"alerts[{i}].startsAt"), alert)
+        )
+    earliest, first = min(starts, key=lambda pair: pair[0])
+    if earliest.timestamp() < 0:
+        raise bad("alerts[].startsAt", "before 1970: no thread_ts can be derived from it")
+    labels = _labels(payload, first)
+    thread_ts = group_thread_ts(group_key, earliest)
+    window_start = earliest - timedelta(seconds=window.before_s)
+    window_end = earliest + timedelta(seconds=window.after_s)
+    service = labels.get("service") or labels.get("job") or labels.get("namespace") or "unknown"
+    alert_id = message_id(thread_ts, None, "alert", "0" if status == "firing" else "resolved")
+    ended = _latest_end(starts) if status == "resolved" else earliest
+    received = AlertReceived(
+        message_id=alert_id,
+        event_time=ended,
+        status="firing" if status == "firing" else "resolved",
+        alertname=labels.get("alertname") or "unknown",
+        fingerprint=str(first.get("fingerprint") or ""),
+        alert=payload,
+        thread_ts=thread_ts,
+        service=service,
+        window_start=window_start,
+        window_end=window_end,
+    )
+    state = IncidentStateChanged(
+        message_id=message_id(thread_ts, None, "state", "open" if status == "firing" else "resolved"),
+        event_time=ended,
+        status="open" if status == "firing" else "resolved",
+        opened_at=earliest,
+        thread_ts=thread_ts,
+        service=service,
+        window_start=window_start,
+        window_end=window_end,
+    )
+    planned = [Planned("events", received), Planned("events", state)]
+    if status == "firing":
+        wake = Wake(
+            thread_ts=thread_ts,
+            message_id=message_id(thread_ts, None, "wake", "alert"),
+            event_time=earliest,
+            reason="alert",
+            trigger_message_id=alert_id,
+        )
+        planned.append(Planned("wake", wake))
+    return AlertGroup(thread_ts, status or "", planned)
+
+
+def _labels(payload: dict[str, Any], first: dict[str, Any]) -> dict[str, str]:
+    """commonLabels over groupLabels over the earliest alert's labels; strings only."""
+    merged: dict[str, str] = {}
+    for source in (first.get("labels"), payload.get("groupLabels"), payload.get("commonLabels")):
+        if isinstance(source, dict):
+            merged.update({str(k): v for k, v in source.items() if isinstance(v, str)})
+    return merged
+
+
+def _latest_end(starts: list[tuple[datetime, dict[str, Any]]]) -> datetime:
+    """When a resolved group ended: its latest endsAt (Go's zero time means 'not set')."""
+    ends = []
+    for i, (start, alert) in enumerate(starts):
+        raw = alert.get("endsAt")
+        if isinstance(raw, str) and not raw.startswith("0001-"):
+            ends.append(parse_time(raw, f"alerts[{i}].endsAt"))
+        else:
+            ends.append(start)
+    return max(ends)

@@ -1,0 +1,260 @@
+"""The ingest HTTP service: Slack Events API, Alertmanager webhooks, health and metrics (Starlette).
+
+Every request is answered only after the broker acked all of its events (200), or with 503
+when it did not within `ack_timeout_s` (Slack and Alertmanager both retry a 5xx, and the
+deterministic ids make the retry harmless). Bad input gets a 4xx with a JSON reason and
+produces nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from services.ingest import slack_signature
+from services.ingest.alerts import Window, map_webhook
+from services.ingest.config import IngestConfig
+from services.ingest.dedupe import TtlSet
+from services.ingest.emitter import Emitter
+from services.ingest.metrics import Metrics
+from services.ingest.planned import Planned, parse_json_object
+from services.ingest.producer import AckedProducer, ProduceError
+from services.ingest.rejections import Ignored, Rejected
+from services.ingest.slack_events import Challenge, map_payload
+from services.runtime.logs import about
+
+log = logging.getLogger("incident_memory.ingest")
+
+# A background loop run beside the server (the alerts-topic consumer): called with a stop event.
+Worker = Callable[[threading.Event], None]
+
+
+class Ingest:
+    """The handlers and their state: the producer, the retry dedupe, the metrics."""
+
+    def __init__(self, config: IngestConfig, producer: AckedProducer, metrics: Metrics) -> None:
+        self.config = config
+        self.producer = producer
+        self.metrics = metrics
+        self.emitter = Emitter(config, producer, metrics)
+        self.window = Window(config.window_before_s, config.window_after_s)
+        self.seen = TtlSet(config.dedupe_ttl_s, config.dedupe_max_entries)
+        self.inflight: dict[str, asyncio.Future[None]] = {}
+
+    # --- endpoints ----------------------------------------------------------------------
+
+    async def slack_events(self, request: Request) -> Response:
+        try:
+            body = await self._read_body(request)
+            timestamp = request.headers.get("x-slack-request-timestamp")
+            signature = request.headers.get("x-slack-signature")
+            reason = slack_signature.verify(
+                self.config.signing_secret,
+                timestamp,
+                signature,
+                body,
+                time.time(),
+                self.config.timestamp_tolerance_s,
+            )
+            if reason is not None:
+                raise Rejected(401, reason)
+            result = map_payload(parse_json_object(body), self.config.bot_user_id)
+        except ValidationError as exc:
+            return self._reject("slack", Rejected(400, "invalid_event", _first_error(exc)))
+        except Rejected as rejected:
+            return self._reject("slack", rejected)
+        except Ignored as ignored:
+            return self._ignore("slack", ignored)
+        if isinstance(result, Challenge):
+            return self._answer("slack", 200, {"challenge": result.value})
+        if request.headers.get("x-slack-retry-num"):
+            log.info(
+                "slack retry",
+                extra=about(
+                    None, None, event_id=result.event_id, retry=request.headers.get("x-slack-retry-num")
+                ),
+            )
+        return await self._once(result.event_id, result.planned)
+
+    async def alertmanager(self, request: Request) -> Response:
+        try:
+            scheme, _, token = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                token.strip().encode("utf-8", errors="replace"), self.config.alertmanager_token.encode()
+            ):
+                raise Rejected(401, "bad_token", "expected Authorization: Bearer <ALERTMANAGER_TOKEN>")
+            body = await self._read_body(request)
+            group = map_webhook(parse_json_object(body), self.window)
+        except ValidationError as exc:
+            return self._reject("alertmanager", Rejected(400, "invalid_event", _first_error(exc)))
+        except Rejected as rejected:
+            return self._reject("alertmanager", rejected)
+        failure = await self._deliver(group.planned, "alertmanager")
+        if failure is not None:
+            return failure
+        return self._answer(
+            "alertmanager",
+            200,
+            {
+                "ok": True,
+                "thread_ts": group.thread_ts,
+                "status": group.status,
+                "produced": len(group.planned),
+            },
+        )
+
+    async def healthz(self, request: Request) -> Response:
+        error = await run_in_threadpool(self.producer.broker_reachable)
+        if error is not None:
+            return self._answer("healthz", 503, {"ok": False, "error": "broker_unreachable", "detail": error})
+        return self._answer("healthz", 200, {"ok": True})
+
+    async def metrics_endpoint(self, request: Request) -> Response:
+        return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    # --- helpers ------------------------------------------------------------------------
+
+    async def _once(self, event_id: str, planned: list[Planned]) -> Response:
+        """Produce a Slack event's events unless that event id was already acked (a retry)."""
+        pending = self.inflight.get(event_id)
+        if pending is not None:  # the same event is being produced right now: wait for its outcome
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(pending), self.config.ack_timeout_s)
+        if event_id in self.seen:
+            self.metrics.duplicates.inc()
+            return self._answer("slack", 200, {"ok": True, "duplicate": True, "event_id": event_id})
+        mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.inflight[event_id] = mine
+        try:
+            failure = await self._deliver(planned, "slack")
+            if failure is None:
+                self.seen.add(event_id)
+        finally:
+            self.inflight.pop(event_id, None)
+            mine.set_result(None)
+        if failure is not None:
+            return failure
+        return self._answer("slack", 200, {"ok": True, "event_id": event_id, "produced": len(planned)})
+
+    async def _deliver(self, planned: list[Planned], endpoint: str) -> Response | None:
+        """None once the broker acked every event; a 503 response otherwise."""
+        started = time.perf_counter()
+        try:
+            futures = self.emitter.submit(planned)
+            waits = [asyncio.wrap_future(f) for f in futures]
+            await asyncio.wait_for(asyncio.gather(*waits), self.config.ack_timeout_s)
+        except (ProduceError, TimeoutError) as exc:
+            reason = "ack_timeout" if isinstance(exc, TimeoutError) else "produce_failed"
+            self.metrics.produce_failures.labels(reason).inc()
+            first = planned[0].event if planned else None
+            log.warning(
+                "broker did not ack; answering 503",
+                extra=about(
+                    first.thread_ts if first else None,
+                    first.message_id if first else None,
+                    reason=reason,
+                    detail=str(exc),
+                ),
+            )
+            return self._answer(
+                endpoint,
+                503,
+                {"ok": False, "error": "broker_unavailable", "detail": f"{reason}: {exc}"[:300]},
+            )
+        self.emitter.acked(planned, started, endpoint)
+        return None
+
+    async def _read_body(self, request: Request) -> bytes:
+        """The raw body, refusing (413) as soon as it passes the limit, never buffering more."""
+        limit = self.config.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not declared.strip().isdigit():
+                raise Rejected(400, "bad_content_length", declared[:40])
+            if int(declared) > limit:
+                raise Rejected(413, "body_too_large", f"{declared} bytes > limit {limit}")
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise Rejected(413, "body_too_large", f"more than {limit} bytes")
+                chunks.append(chunk)
+        except ClientDisconnect:
+            raise Rejected(400, "client_disconnected") from None
+        return b"".join(chunks)
+
+    def _reject(self, endpoint: str, rejected: Rejected) -> Response:
+        self.metrics.rejections.labels(endpoint, rejected.reason).inc()
+        log.info(
+            "rejected",
+            extra=about(None, None, endpoint=endpoint, reason=rejected.reason, detail=rejected.detail),
+        )
+        body: dict[str, Any] = {"ok": False, "error": rejected.reason}
+        if rejected.detail:
+            body["detail"] = rejected.detail[:300]
+        return self._answer(endpoint, rejected.status, body)
+
+    def _ignore(self, endpoint: str, ignored: Ignored) -> Response:
+        self.metrics.ignored.labels(ignored.reason).inc()
+        return self._answer(endpoint, 200, {"ok": True, "ignored": ignored.reason})
+
+    def _answer(self, endpoint: str, status: int, body: dict[str, Any]) -> Response:
+        self.metrics.requests.labels(endpoint, str(status)).inc()
+        return JSONResponse(body, status_code=status)
+
+
+def _first_error(exc: ValidationError) -> str:
+    errors = exc.errors()
+    if not errors:
+        return "invalid"
+    first = errors[0]
+    return f"{'.'.join(str(p) for p in first.get('loc', ()))}: {first.get('msg', '')}"[:300]
+
+
+def build_app(ingest: Ingest, workers: list[Worker] | None = None) -> Starlette:
+    """The ASGI app. Its lifespan starts the producer's poll thread (and any worker beside it),
+    and on shutdown stops the workers, then flushes the producer."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        stop = threading.Event()
+        ingest.producer.start()
+        threads = [
+            threading.Thread(target=w, args=(stop,), name="ingest-worker", daemon=True) for w in workers or []
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            for thread in threads:
+                await run_in_threadpool(thread.join, 30)
+            left = await run_in_threadpool(ingest.producer.close, ingest.config.flush_timeout_s)
+            if left:
+                log.error("shutdown with undelivered events", extra=about(None, None, undelivered=left))
+
+    return Starlette(
+        routes=[
+            Route("/slack/events", ingest.slack_events, methods=["POST"]),
+            Route("/alertmanager", ingest.alertmanager, methods=["POST"]),
+            Route("/healthz", ingest.healthz, methods=["GET"]),
+            Route("/metrics", ingest.metrics_endpoint, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )

@@ -1,0 +1,55 @@
+"""Prometheus metrics of the ingest service, on a registry of its own (one per app, so tests isolate)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "ingest_requests",
+            "HTTP requests by endpoint and status",
+            ["endpoint", "status"],
+            registry=self.registry,
+        )
+        self.rejections = Counter(
+            "ingest_rejections", "Requests refused, by reason", ["endpoint", "reason"], registry=self.registry
+        )
+        self.ignored = Counter(
+            "ingest_ignored",
+            "Valid input deliberately not recorded, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.duplicates = Counter(
+            "ingest_duplicates", "Slack retries dropped by event_id", registry=self.registry
+        )
+        self.produce_attempts = Counter(
+            "ingest_produce_attempts", "Events handed to the producer", ["topic"], registry=self.registry
+        )
+        self.produced = Counter(
+            "ingest_events_produced", "Events acked by the broker", ["topic", "type"], registry=self.registry
+        )
+        self.produce_latency = Histogram(
+            "ingest_produce_latency_seconds",
+            "From produce to the broker's ack of every event of a request",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+            registry=self.registry,
+        )
+        self.produce_failures = Counter(
+            "ingest_produce_failures",
+            "Requests answered 503: the broker did not ack",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.dead_letters = Counter(
+            "ingest_dead_letters",
+            "Bad messages of the alerts topic sent to the DLQ",
+            ["reason"],
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

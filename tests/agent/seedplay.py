@@ -1,0 +1,188 @@
+"""Play the seed thread onto real topics, and run the real services as subprocesses.
+
+The events are what ingest would produce for the seed's Alertmanager webhook and Slack
+messages (same ids: `T:-:alert:0`, `T:-:human:<ts>`), with event times taken from the
+seed itself, so every run of the test sees the same thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+
+from schemas.events import AlertReceived, EventBase, HumanMessage, Wake, parse_event
+from schemas.ids import message_id
+from services.seed.incident import ALERT_STARTS_AT, seed_incident
+
+CLI = Path(sys.executable).with_name("incident-memory")
+
+
+def _dt(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def alert_events() -> list[EventBase]:
+    seed = seed_incident()
+    hook = seed.alertmanager_webhook
+    mid = message_id(seed.thread_ts, None, "alert", 0)
+    at = _dt(ALERT_STARTS_AT)
+    alert = AlertReceived(
+        thread_ts=seed.thread_ts,
+        message_id=mid,
+        event_time=at,
+        status="firing",
+        service=seed.service,
+        alertname=seed.alertname,
+        fingerprint=hook["alerts"][0]["fingerprint"],
+        window_start=_dt(seed.window_start),
+        window_end=_dt(seed.window_end),
+        alert=hook,
+    )
+    return [alert]
+
+
+def alert_wake() -> Wake:
+    seed = seed_incident()
+    mid = message_id(seed.thread_ts, None, "alert", 0)
+    return Wake(
+        thread_ts=seed.thread_ts,
+        message_id=message_id(seed.thread_ts, None, "wake", "alert"),
+        event_time=_dt(ALERT_STARTS_AT),
+        reason="alert",
+        trigger_message_id=mid,
+    )
+
+
+def human_events(mention: bool) -> list[HumanMessage]:
+    seed = seed_incident()
+    return [
+        HumanMessage(
+            thread_ts=seed.thread_ts,
+            message_id=message_id(seed.thread_ts, None, "human", h.ts),
+            event_time=datetime.fromtimestamp(float(h.ts), UTC),
+            user=h.user,
+            ts=h.ts,
+            text=h.text,
+            mention=h.mention,
+        )
+        for h in seed.humans
+        if h.mention == mention
+    ]
+
+
+def mention_wake() -> Wake:
+    (human,) = human_events(mention=True)
+    return Wake(
+        thread_ts=human.thread_ts,
+        message_id=message_id(human.thread_ts, None, "wake", human.ts),
+        event_time=human.event_time,
+        reason="mention",
+        trigger_message_id=human.message_id,
+        user=human.user,
+    )
+
+
+def produce(bootstrap: str, topic: str, events: list[Any]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for event in events:
+        producer.produce(topic, key=event.key(), value=event.to_bytes())
+    assert producer.flush(30) == 0
+
+
+def read_all(bootstrap: str, topic: str, timeout: float = 5.0) -> list[EventBase]:
+    """Every event on a topic (from the start), as parsed values."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}", "auto.offset.reset": "earliest",
+         "enable.auto.commit": False}
+    )  # fmt: skip
+    consumer.subscribe([topic])
+    out: list[EventBase] = []
+    deadline = time.monotonic() + timeout
+    idle_since = time.monotonic()
+    while time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is None:
+            if out and time.monotonic() - idle_since > 1.5:
+                break
+            continue
+        if msg.error():
+            continue
+        idle_since = time.monotonic()
+        with contextlib.suppress(ValueError):
+            out.append(parse_event(msg.value() or b""))
+    consumer.close()
+    return out
+
+
+@dataclass
+class Proc:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def logs(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                value = json.loads(line)
+                if isinstance(value, dict):
+                    out.append(value)
+        return out
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
+@dataclass
+class Procs:
+    tmp: Path
+    env: dict[str, str]
+    started: list[Proc] = field(default_factory=list)
+
+    def start(self, name: str, *args: str) -> Proc:
+        log_path = self.tmp / f"{name}-{len(self.started)}.log"
+        with log_path.open("wb") as log_file:
+            proc = subprocess.Popen([str(CLI), *args], stdout=log_file, stderr=subprocess.STDOUT, env=self.env)
+        started = Proc(name, proc, log_path)
+        self.started.append(started)
+        return started
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.started):
+            proc.stop()
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str, procs: Procs | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        for p in procs.started if procs else []:
+            if p.proc.poll() is not None and p.name != "agent":
+                raise AssertionError(f"{p.name} exited ({p.proc.returncode}):\n{p.log_path.read_text()[-3000:]}")
+        time.sleep(0.1)
+    tails = "\n".join(f"--- {p.name}\n{p.log_path.read_text()[-2500:]}" for p in (procs.started if procs else []))
+    raise AssertionError(f"timed out waiting for {what}\n{tails}")

@@ -1,0 +1,148 @@
+"""The stream's per-record decision (services.compactor.stream.process), without Kafka.
+
+The faust worker only moves the bytes this function decides, so these pin down
+pass-through bytes, the compacted event, the selection recording and every
+dead-letter reason. The same behaviour against the real broker: test_stream_worker.py.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from datetime import UTC, datetime
+from typing import Any
+
+from schemas.events import CompactedToolResult, HumanMessage, Selection, ToolResult, parse_event
+from services.compactor.registry import COMPACTOR_VERSION, raw_sha256
+from services.compactor.selector import Candidate, LocalDeterministicSelector
+from services.compactor.stream import Compacted, Dead, Forward, process, selection_key
+from services.compactor.stream_selector import CountingSelector, load_selector
+
+NOW = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)
+TS = "1773458400.000100"
+
+
+def word(i: int) -> str:
+    """Distinct digit-free words, so each line is its own Loki pattern."""
+    return string.ascii_lowercase[i // 26 % 26] + string.ascii_lowercase[i % 26] + "x"
+
+
+def loki(n: int, level: str = "info") -> dict[str, Any]:
+    values = [[str(1773457200000000000 + i * 10**9), f"{level} worker {word(i)} finished batch"] for i in range(n)]
+    return {"status": "success", "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]}}
+
+
+def repetitive(n: int) -> dict[str, Any]:
+    """`n` lines of one pattern (numbers differ), the shape compaction shrinks most."""
+    values = [[str(1773457200000000000 + i * 10**9), f"GET /health status=200 took={i}ms"] for i in range(n)]
+    return {"status": "success", "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]}}
+
+
+def tool_result(raw: Any, tool: str = "query_loki", i: int = 0) -> ToolResult:
+    return ToolResult(
+        thread_ts=TS,
+        message_id=f"{TS}:1:tools:{i}",
+        event_time=NOW,
+        round=1,
+        tool_call_id=f"call_{i}",
+        tool=tool,
+        args={"query": '{app="x"}'},
+        raw=raw,
+        alert_context={"service": "checkout-api"},
+    )
+
+
+def run(value: bytes | None, store: dict[str, Selection] | None = None, **kw: Any) -> Any:
+    store = {} if store is None else store
+    return process(value, key=TS.encode(), topic="in", partition=3, offset=41, recorded=store.get, **kw)
+
+
+class Counting:
+    model = "counting"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def select(self, candidates: list[Candidate], budget: int, context: dict[str, Any]) -> Selection:
+        self.calls += 1
+        return LocalDeterministicSelector().select(candidates, budget, context)
+
+
+def test_non_tool_event_is_forwarded_as_the_same_bytes() -> None:
+    human = HumanMessage(thread_ts=TS, message_id=f"{TS}:-:human:1", event_time=NOW, user="U1", ts="1", text="hi")
+    # Non-canonical spacing on purpose: the forward must not re-serialise.
+    value = json.dumps(human.model_dump(mode="json"), indent=1).encode()
+    result = run(value)
+    assert isinstance(result, Forward)
+    assert result.value is value
+
+
+def test_tool_result_becomes_a_compacted_event_with_raw_beside_compact() -> None:
+    event = tool_result(repetitive(60))
+    result = run(event.to_bytes())
+    assert isinstance(result, Compacted)
+    out = parse_event(result.value)
+    assert isinstance(out, CompactedToolResult)
+    assert out.to_bytes() == result.value  # canonical bytes
+    assert out.raw == event.raw and out.message_id == event.message_id and out.thread_ts == TS
+    assert out.raw_sha256 == raw_sha256(event.raw) and out.compactor_version == COMPACTOR_VERSION
+    assert 0 < out.tokens <= out.budget and out.raw_tokens > out.tokens
+    assert out.compact["summary"] == "60 lines, 1 distinct patterns"
+    assert out.selection is None and result.record is None
+
+
+def test_selection_is_recorded_then_reused_without_calling_the_selector() -> None:
+    event = tool_result(loki(30))
+    store: dict[str, Selection] = {}
+    counting = Counting()
+    first = run(event.to_bytes(), store, selector=counting, budget=150)
+    assert isinstance(first, Compacted) and first.record is not None
+    assert counting.calls == 1
+    assert first.selection_key == selection_key(raw_sha256(event.raw)) == f"{raw_sha256(event.raw)}:{COMPACTOR_VERSION}"
+    store[first.selection_key] = first.record
+    again = run(event.to_bytes(), store, selector=counting, budget=150)
+    assert isinstance(again, Compacted)
+    assert counting.calls == 1, "a recorded selection must be reused, not asked again"
+    assert again.record is None
+    assert again.value == first.value
+
+
+def test_bad_records_become_dead_letters_with_reason_partition_offset() -> None:
+    good = tool_result(loki(3)).model_dump(mode="json")
+    cases = {
+        b"not json": "not JSON",
+        json.dumps({**good, "schema_version": 2}).encode(): "unsupported schema_version",
+        json.dumps({**good, "type": "nope"}).encode(): "invalid event",
+        tool_result({"data": {"resultType": "matrix", "result": []}}).to_bytes(): "raw format:",
+        tool_result(loki(40, "error")).to_bytes(): "budget exceeded:",
+    }
+    for value, reason in cases.items():
+        result = run(value, budget=150)
+        assert isinstance(result, Dead), reason
+        letter = result.letter
+        assert letter.reason.startswith(reason), (reason, letter.reason)
+        assert (letter.partition, letter.offset, letter.key, letter.source_topic) == (3, 41, TS, "in")
+        assert letter.payload == value.decode()
+    assert isinstance(run(None), Dead)
+
+
+def test_a_raising_compactor_is_a_dead_letter_not_a_crash() -> None:
+    class Broken:
+        model = "broken"
+
+        def select(self, candidates: list[Candidate], budget: int, context: dict[str, Any]) -> Selection:
+            raise RuntimeError("model unavailable")
+
+    result = run(tool_result(loki(30)).to_bytes(), selector=Broken(), budget=150)
+    assert isinstance(result, Dead)
+    assert result.letter.reason == "compactor error: RuntimeError: model unavailable"
+    assert result.message_id == f"{TS}:1:tools:0"
+
+
+def test_selector_spec_loads_by_import_path_and_counts_calls() -> None:
+    assert load_selector("local").model == "local-deterministic"  # type: ignore[attr-defined]
+    loaded = load_selector("services.compactor.selector:LocalDeterministicSelector")
+    seen: list[str] = []
+    counting = CountingSelector(loaded, on_call=seen.append)
+    run(tool_result(loki(30)).to_bytes(), selector=counting, budget=150)
+    assert counting.calls == 1 and seen == ["local-deterministic"]

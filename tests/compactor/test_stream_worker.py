@@ -1,0 +1,422 @@
+"""The compactor worker as a real subprocess against the real broker (faust-streaming + aiokafka).
+
+Each test uses its own topics (the `topic_names` fixture) and its own app id (consumer
+group), runs `.venv/bin/incident-memory compactor ...`, produces with confluent-kafka
+and reads the output topics back from the beginning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import string
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from schemas.events import CompactedToolResult, DeadLetter, EventBase, HumanMessage, ToolResult, parse_event
+from schemas.topics import TopicSpec, ensure_topics
+
+pytestmark = pytest.mark.stack
+
+CLI = Path(sys.executable).with_name("incident-memory")
+NOW = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)
+BUDGET_ENV = json.dumps({"query_loki": 150})  # small, so `loki(30)` needs the selector and error floods exceed it
+START_TIMEOUT = 60.0
+
+
+def loki(n: int, level: str = "info") -> dict[str, Any]:
+    """`n` lines, each its own pattern (digit-free distinct words): over a small budget it needs the selector."""
+    words = [string.ascii_lowercase[i // 26 % 26] + string.ascii_lowercase[i % 26] + "x" for i in range(n)]
+    values = [[str(1773457200000000000 + i * 10**9), f"{level} worker {w} finished batch"] for i, w in enumerate(words)]
+    return {"status": "success", "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]}}
+
+
+def repetitive(n: int) -> dict[str, Any]:
+    """`n` lines of one pattern: compacts without a selector."""
+    values = [[str(1773457200000000000 + i * 10**9), f"GET /health status=200 took={i}ms"] for i in range(n)]
+    return {"status": "success", "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Worker:
+    """One `incident-memory compactor` process; its JSON log lines are read from a file."""
+
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    metrics_port: int
+    app_id: str
+
+    def logs(self) -> list[dict[str, Any]]:
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        out = []
+        for line in lines:
+            with contextlib.suppress(json.JSONDecodeError):
+                out.append(json.loads(line))
+        return out
+
+    def assignments(self) -> list[list[int]]:
+        return [r["partitions"] for r in self.logs() if r.get("msg") == "partitions assigned"]
+
+    def metric(self, name: str, **labels: str) -> float:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
+        total = 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    total += sample.value
+        return total
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        return self.proc.returncode
+
+
+@dataclass
+class Workers:
+    bootstrap: str
+    tmp: Path
+    started: list[Worker] = field(default_factory=list)
+
+    def start(
+        self, topics: dict[str, str], app_id: str, *, selections: str, compacted: str | None = None, extra: tuple[str, ...] = ()
+    ) -> Worker:
+        port = free_port()
+        name = f"w{len(self.started)}"
+        log_path = self.tmp / f"{name}.log"
+        cmd = [
+            str(CLI),
+            "compactor",
+            "--broker", self.bootstrap,
+            "--app-id", app_id,
+            "--events-topic", topics["events"],
+            "--compacted-topic", compacted or topics["compacted"],
+            "--dlq-topic", topics["dlq"],
+            "--selections-topic", selections,
+            "--workers-dir", str(self.tmp / "faust"),
+            "--worker-name", name,
+            "--metrics-port", str(port),
+            *extra,
+        ]  # fmt: skip
+        env = {**os.environ, "COMPACTOR_BUDGETS": BUDGET_ENV}
+        with log_path.open("wb") as log_file:
+            proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env)
+        worker = Worker(proc, log_path, port, app_id)
+        self.started.append(worker)
+        return worker
+
+    def stop_all(self) -> None:
+        for worker in self.started:
+            worker.stop()
+
+
+@pytest.fixture
+def workers(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Workers]:
+    pool = Workers(kafka_bootstrap, tmp_path)
+    yield pool
+    pool.stop_all()
+
+
+@pytest.fixture
+def extra_topics(kafka_bootstrap: str) -> Iterator[Callable[[str, int], str]]:
+    """Create more per-test topics (a second output, a selections changelog); deleted afterwards."""
+    made: list[str] = []
+
+    def make(prefix: str, partitions: int) -> str:
+        name = f"{prefix}.{uuid.uuid4().hex[:12]}"
+        ensure_topics(kafka_bootstrap, (TopicSpec(name, partitions),))
+        made.append(name)
+        return name
+
+    yield make
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_topics(made, operation_timeout=10).values() if made else ():
+        with contextlib.suppress(Exception):
+            future.result(timeout=15)
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str, worker: Worker | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if worker is not None and worker.proc.poll() is not None:
+            pytest.fail(f"worker exited with {worker.proc.returncode} while waiting for {what}:\n{worker.log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}")
+
+
+def wait_assigned(worker: Worker) -> list[int]:
+    return wait_for(lambda: (a := worker.assignments()) and a[-1], START_TIMEOUT, "a partition assignment", worker)
+
+
+@dataclass(frozen=True)
+class Record:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> list[Record]:
+    """Produce (key, value) in order; returns where each landed."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    landed: list[Record | None] = [None] * len(records)
+    for i, (key, value) in enumerate(records):
+
+        def report(err: Any, msg: Any, i: int = i, key: bytes = key, value: bytes = value) -> None:
+            assert err is None, err
+            landed[i] = Record(msg.partition(), msg.offset(), key, value)
+
+        producer.produce(topic, key=key, value=value, on_delivery=report)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    assert all(r is not None for r in landed)
+    return [r for r in landed if r is not None]
+
+
+def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list[Record]:
+    """Every record of `topic` from the beginning, once `expected` have arrived (partition, offset order)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}", "enable.auto.commit": False}
+    )
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        out: list[Record] = []
+        deadline = time.monotonic() + timeout
+        while len(out) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=0.5):
+                assert msg.error() is None, msg.error()
+                out.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
+        # a short grace read, so a test also sees records beyond `expected` (duplicates, strays)
+        for msg in consumer.consume(500, timeout=1.0):
+            out.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    assert len(out) >= expected, f"{topic}: {len(out)} of {expected} records after {timeout}s"
+    return sorted(out, key=lambda r: (r.partition, r.offset))
+
+
+def human(thread: str, i: int) -> HumanMessage:
+    return HumanMessage(thread_ts=thread, message_id=f"{thread}:-:human:{i}", event_time=NOW, user="U1", ts=str(i), text=f"msg {i}")
+
+
+def tool(thread: str, i: int, raw: Any, name: str = "query_loki") -> ToolResult:
+    return ToolResult(
+        thread_ts=thread,
+        message_id=f"{thread}:1:tools:{i}",
+        event_time=NOW,
+        round=1,
+        tool_call_id=f"call_{i}",
+        tool=name,
+        args={},
+        raw=raw,
+        alert_context={"service": "checkout-api"},
+    )
+
+
+def thread_ts(i: int) -> str:
+    return f"17734584{i:02d}.000100"
+
+
+# --- the mix: pass-through, compaction, order, dead letters ------------------------------
+
+
+def test_mix_passthrough_compacted_in_order_and_bad_events_dead_lettered(
+    kafka_bootstrap: str, topic_names: dict[str, str], workers: Workers, extra_topics: Callable[[str, int], str]
+) -> None:
+    bad = {
+        b"{not json": "not JSON",
+        json.dumps({**human("x", 0).model_dump(mode="json"), "schema_version": 9}).encode(): "unsupported schema_version",
+        json.dumps({**human("x", 0).model_dump(mode="json"), "user": None}).encode(): "invalid event",
+    }
+    records: list[tuple[bytes, bytes]] = []
+    expected_reasons: dict[bytes, str] = {}
+    for t in range(6):
+        ts = thread_ts(t)
+        key = ts.encode()
+        seq: list[bytes] = [
+            human(ts, 1).to_bytes(),
+            tool(ts, 0, repetitive(40 + t)).to_bytes(),
+            tool(ts, 1, {"cpu": t, "note": "any json"}, name="describe_pod").to_bytes(),
+        ]
+        # bad ones in the middle of the thread: what comes after them must still flow
+        bad_value, reason = list(bad.items())[t % len(bad)]
+        seq.append(bad_value)
+        expected_reasons[bad_value] = reason
+        wrong = tool(ts, 2, {"data": {"resultType": "matrix", "result": []}}).to_bytes()
+        flood = tool(ts, 3, loki(40, "error")).to_bytes()
+        seq += [wrong, flood]
+        expected_reasons[wrong] = "raw format:"
+        expected_reasons[flood] = "budget exceeded:"
+        seq += [tool(ts, 4, loki(30)).to_bytes(), human(ts, 2).to_bytes()]
+        records += [(key, v) for v in seq]
+    # non-canonical bytes of a valid event: forwarded exactly as they arrived
+    odd = json.dumps(human(thread_ts(0), 3).model_dump(mode="json"), indent=2).encode()
+    records.append((thread_ts(0).encode(), odd))
+
+    landed = produce(kafka_bootstrap, topic_names["events"], records)
+    worker = workers.start(topic_names, f"it-{uuid.uuid4().hex[:8]}", selections=extra_topics("sel", 8))
+    assert wait_assigned(worker) == list(range(8))
+
+    valid = [r for r in landed if r.value not in expected_reasons]
+    dead = [r for r in landed if r.value in expected_reasons]
+    out = read_all(kafka_bootstrap, topic_names["compacted"], len(valid))
+    letters = read_all(kafka_bootstrap, topic_names["dlq"], len(dead))
+    assert len(out) == len(valid) and len(letters) == len(dead)
+
+    # same partition, same key, same order per partition
+    for partition in range(8):
+        inp = [r for r in valid if r.partition == partition]
+        got = [r for r in out if r.partition == partition]
+        assert [r.key for r in got] == [r.key for r in inp]
+        assert [parse_event(r.value).message_id for r in got] == [parse_event(r.value).message_id for r in inp]
+        for src, dst in zip(inp, got, strict=True):
+            event = parse_event(src.value)
+            if isinstance(event, ToolResult):
+                compacted = parse_event(dst.value)
+                assert isinstance(compacted, CompactedToolResult)
+                assert dst.value == compacted.to_bytes()  # canonical
+                assert compacted.raw == event.raw and compacted.tool == event.tool
+                assert 0 < compacted.tokens <= compacted.budget
+                assert compacted.compact and compacted.raw_sha256 and compacted.compactor_version
+            else:
+                assert dst.value == src.value, "a non-tool event must pass through byte for byte"
+    assert any(r.value == odd for r in out)
+    selected = [e for r in out if isinstance(e := parse_event(r.value), CompactedToolResult) and e.selection]
+    assert len(selected) == 6 and all(e.budget == 150 for e in selected)
+
+    by_position = {(r.partition, r.offset): r for r in dead}
+    for record in letters:
+        letter = DeadLetter.model_validate_json(record.value)
+        src = by_position[(letter.partition, letter.offset)]  # type: ignore[index]
+        assert letter.source_topic == topic_names["events"] and letter.stage == "compactor"
+        assert letter.reason.startswith(expected_reasons[src.value]), letter.reason
+        assert letter.payload.encode() == src.value and letter.key == src.key.decode()  # type: ignore[union-attr]
+    assert worker.metric("compactor_dlq_total") == len(dead)
+    assert worker.metric("compactor_budget_violations_total") == 6
+    assert worker.metric("compactor_tool_results_total") == 6 * 3
+    logs = worker.logs()
+    assert logs and all("thread_ts" in r and "message_id" in r for r in logs)
+    assert any(r.get("msg") == "dead letter" and r["message_id"] for r in logs)
+    assert worker.stop() == 0
+
+
+# --- replay: byte-identical compacts, the selector not asked again -----------------------
+
+
+def test_replay_reuses_recorded_selections_and_gives_identical_bytes(
+    kafka_bootstrap: str, topic_names: dict[str, str], workers: Workers, extra_topics: Callable[[str, int], str]
+) -> None:
+    records = []
+    for t in range(8):
+        ts = thread_ts(t)
+        records += [(ts.encode(), tool(ts, 0, loki(30 + t)).to_bytes()), (ts.encode(), human(ts, 1).to_bytes())]
+    produce(kafka_bootstrap, topic_names["events"], records)
+    selections = extra_topics("sel", 8)
+
+    first = workers.start(topic_names, f"it-{uuid.uuid4().hex[:8]}", selections=selections)
+    out1 = read_all(kafka_bootstrap, topic_names["compacted"], len(records))
+    assert first.metric("compactor_selector_calls_total") == 8
+    assert first.stop() == 0
+
+    # the replay: a new consumer group from the beginning, into a new output topic
+    replay_topic = extra_topics("replay", 8)
+    second = workers.start(topic_names, f"it-{uuid.uuid4().hex[:8]}", selections=selections, compacted=replay_topic)
+    out2 = read_all(kafka_bootstrap, replay_topic, len(records))
+    assert [(r.partition, r.key, r.value) for r in out2] == [(r.partition, r.key, r.value) for r in out1]
+    assert second.metric("compactor_selector_calls_total") == 0, "a replay must not ask the selector again"
+    assert second.metric("compactor_selections_reused_total") == 8
+    compacts = [e for r in out2 if isinstance(e := parse_event(r.value), CompactedToolResult)]
+    assert len(compacts) == 8 and all(e.selection and e.selection.model == "local-deterministic" for e in compacts)
+    assert second.stop() == 0
+
+
+# --- scaling: a second worker in the same group takes half the partitions -----------------
+
+
+def test_second_worker_splits_the_partitions_and_output_is_complete(
+    kafka_bootstrap: str, topic_names: dict[str, str], workers: Workers, extra_topics: Callable[[str, int], str]
+) -> None:
+    app_id = f"it-{uuid.uuid4().hex[:8]}"
+    selections = extra_topics("sel", 8)
+
+    def batch(start: int) -> list[tuple[bytes, bytes]]:
+        out = []
+        for t in range(24):
+            ts = f"17734585{t:02d}.000100"
+            out += [(ts.encode(), tool(ts, start, repetitive(20 + t)).to_bytes()), (ts.encode(), human(ts, start).to_bytes())]
+        return out
+
+    before = batch(0)
+    produce(kafka_bootstrap, topic_names["events"], before)
+    a = workers.start(topic_names, app_id, selections=selections)
+    assert wait_assigned(a) == list(range(8))
+    read_all(kafka_bootstrap, topic_names["compacted"], len(before))
+
+    b = workers.start(topic_names, app_id, selections=selections)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+
+    def split() -> dict[str, set[int]] | None:
+        group = admin.describe_consumer_groups([app_id])[app_id].result(timeout=10)
+        members = {
+            m.client_id + m.member_id: {tp.partition for tp in m.assignment.topic_partitions if tp.topic == topic_names["events"]}
+            for m in group.members
+        }
+        if len(members) == 2 and all(members.values()) and str(group.state).endswith("STABLE"):
+            return members
+        return None
+
+    members = wait_for(split, START_TIMEOUT, "two members sharing the partitions", b)
+    halves = list(members.values())
+    assert halves[0].isdisjoint(halves[1]) and halves[0] | halves[1] == set(range(8))
+    wait_for(lambda: b.assignments() and b.assignments()[-1], START_TIMEOUT, "worker b's assignment", b)
+    assert set(a.assignments()[-1]) | set(b.assignments()[-1]) == set(range(8))
+    assert set(a.assignments()[-1]).isdisjoint(b.assignments()[-1])
+
+    after = batch(1)
+    produce(kafka_bootstrap, topic_names["events"], after)
+    out = read_all(kafka_bootstrap, topic_names["compacted"], len(before) + len(after))
+    ids = {parse_event(r.value).message_id for r in out}
+    assert ids == {parse_event(v).message_id for _, v in before + after}, "every event must come out"
+    handled_a = a.metric("compactor_events_total")
+    handled_b = b.metric("compactor_events_total")
+    assert handled_b > 0, "the second worker must process its share"
+    assert handled_a + handled_b >= len(before) + len(after)
+
+
+def _message_ids(records: list[Record]) -> list[str]:
+    return [parse_event(r.value).message_id for r in records]
+
+
+def _event(value: bytes) -> EventBase:
+    return parse_event(value)

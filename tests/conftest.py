@@ -1,0 +1,103 @@
+"""Shared fixtures: ONE real broker and ONE real database per run, isolated per test.
+
+- `stack` (session): runs `deploy.local.stack.up()` once — it starts the local Kafka and
+  PostgreSQL or reuses them if already running (file-locked, so parallel pytest runs share
+  one stack), applies the migrations to `public` and creates the default topics. With
+  INCIDENT_MEMORY_EXTERNAL_STACK=1 it starts nothing and only checks that
+  KAFKA_BOOTSTRAP_SERVERS and DATABASE_URL answer. The stack is never stopped at the end of
+  the session (other runs may share it); `make down` / `incident-memory down` stops it.
+- `pg_schema` / `pg_conn` / `topic_names` (function): a fresh Postgres schema with all
+  migrations applied (dropped afterwards), a connection whose search_path is that schema,
+  and unique topic names with the production partition counts (deleted afterwards).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from services.runtime.settings import Settings
+
+EXTERNAL_ENV = "INCIDENT_MEMORY_EXTERNAL_STACK"
+
+
+@pytest.fixture(scope="session")
+def stack() -> Settings:
+    """The real Kafka + Postgres of this run (see the module docstring)."""
+    from services.runtime.errors import UserFacingError
+
+    try:
+        if os.environ.get(EXTERNAL_ENV) == "1":
+            from services.runtime.checks import check_kafka, check_postgres
+
+            settings = Settings.from_env()
+            check_kafka(settings.kafka_bootstrap_servers, timeout=15)
+            check_postgres(settings.database_url, timeout=15)
+            return settings
+        from deploy.local.stack import up
+
+        return up().settings
+    except UserFacingError as exc:  # a clear failure, not a skip: these tests claim real behaviour
+        pytest.fail(f"the real stack is not available: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(stack: Settings) -> str:
+    return stack.kafka_bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(stack: Settings) -> str:
+    return stack.database_url
+
+
+@pytest.fixture
+def pg_schema(pg_dsn: str) -> Iterator[str]:
+    """A fresh schema with every migration applied; dropped (CASCADE) after the test."""
+    from schemas.migrate import apply_migrations
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        apply_migrations(conn, schema=name)
+    yield name
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def pg_conn(pg_dsn: str, pg_schema: str) -> Iterator[psycopg.Connection]:
+    """autocommit=False, search_path = pg_schema (set at connect, so it survives every transaction)."""
+    conn = psycopg.connect(pg_dsn, autocommit=False, options=f"-c search_path={pg_schema}")
+    try:
+        yield conn
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            conn.rollback()
+        conn.close()
+
+
+@pytest.fixture
+def topic_names(kafka_bootstrap: str) -> Iterator[dict[str, str]]:
+    """{events, compacted, wake, dlq} -> unique topic names, created with schemas.topics' partitions."""
+    from dataclasses import replace
+
+    from confluent_kafka.admin import AdminClient
+
+    from schemas.topics import COMPACTED, DLQ, EVENTS, TOPICS, WAKE, ensure_topics
+
+    suffix = uuid.uuid4().hex[:12]
+    keys = {EVENTS: "events", COMPACTED: "compacted", WAKE: "wake", DLQ: "dlq"}
+    specs = tuple(replace(spec, name=f"{spec.name}.{suffix}") for spec in TOPICS)
+    ensure_topics(kafka_bootstrap, specs)
+    names = {keys[spec.name]: f"{spec.name}.{suffix}" for spec in TOPICS}
+    yield names
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_topics(list(names.values()), operation_timeout=10).values():
+        with contextlib.suppress(Exception):  # best effort: keep the shared broker small
+            future.result(timeout=15)

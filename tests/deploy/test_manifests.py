@@ -1,0 +1,315 @@
+"""The production manifests keep the promises deploy/README.md makes, checked without a cluster.
+
+Schema validity is kubeconform's job (deploy/validate.sh). These tests check what no schema can:
+one Deployment per service, readiness on /healthz at the documented ports, the KEDA bound
+against schemas.topics, and that no credential is ever written into a manifest.
+They read the base's files directly, and the rendered overlays when kustomize is at hand
+(deploy/validate.sh passes its own output through DEPLOY_RENDERED_DIR).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from schemas import topics
+from services.cli import SUBCOMMANDS
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "deploy" / "k8s"
+COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"
+BUILDS = ("base", "overlays/production", "overlays/example")
+
+SERVICES = ("ingest", "compactor", "projector", "agent")
+# The port each service serves /healthz (and /metrics) on: the contract in deploy/README.md.
+HEALTH_PORTS = {"ingest": 8080, "compactor": 9101, "projector": 9102, "agent": 9103}
+SECRET_KEYS = {"DATABASE_URL", "SLACK_SIGNING_SECRET", "ALERTMANAGER_TOKEN", "OPENAI_API_KEY"}
+SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|API_KEY|DATABASE_URL|DSN")
+PARTITIONS = {spec.name: spec.partitions for spec in topics.TOPICS}
+
+Doc = dict[str, Any]
+
+
+# ------------------------------------------------------------------ loading
+
+
+def load_base() -> list[Doc]:
+    """The base's resources as files, plus its generated ConfigMap (a minimal kustomize)."""
+    kustomization = yaml.safe_load((K8S / "base" / "kustomization.yaml").read_text())
+    docs: list[Doc] = []
+    for resource in kustomization["resources"]:
+        docs += [d for d in yaml.safe_load_all((K8S / "base" / resource).read_text()) if d]
+    for gen in kustomization.get("configMapGenerator", []):
+        data = dict(line.split("=", 1) for line in gen.get("literals", []))
+        docs.append(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": gen["name"]}, "data": data}
+        )
+    return docs
+
+
+def _kustomize() -> list[str] | None:
+    cached = sorted((ROOT / ".cache" / "deploy" / "tools").glob("kustomize-*/kustomize"))
+    if cached:
+        return [str(cached[-1]), "build"]
+    if shutil.which("kustomize"):
+        return ["kustomize", "build"]
+    if shutil.which("kubectl"):
+        return ["kubectl", "kustomize"]
+    return None
+
+
+def rendered(build: str) -> list[Doc]:
+    """`kustomize build` of one directory: validate.sh's output if given, else rendered here."""
+    given = os.environ.get("DEPLOY_RENDERED_DIR")
+    if given:
+        text = (Path(given) / f"{build.replace('/', '-')}.yaml").read_text()
+    else:
+        cmd = _kustomize()
+        if cmd is None:
+            pytest.skip("no kustomize here (deploy/validate.sh installs one)")
+        text = subprocess.run(
+            [*cmd, str(K8S / build)], check=True, capture_output=True, text=True, timeout=60
+        ).stdout
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+@pytest.fixture(params=["files:base", *BUILDS])
+def docs(request: pytest.FixtureRequest) -> list[Doc]:
+    return load_base() if request.param == "files:base" else rendered(request.param)
+
+
+def of_kind(docs: list[Doc], kind: str) -> list[Doc]:
+    return [d for d in docs if d.get("kind") == kind]
+
+
+def deployments(docs: list[Doc]) -> dict[str, Doc]:
+    return {d["metadata"]["name"]: d for d in of_kind(docs, "Deployment")}
+
+
+def containers(deployment: Doc, init: bool = True) -> Iterator[Doc]:
+    spec = deployment["spec"]["template"]["spec"]
+    yield from spec["containers"]
+    if init:
+        yield from spec.get("initContainers", [])
+
+
+def config_data(docs: list[Doc]) -> dict[str, str]:
+    (cm,) = [
+        d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"].startswith("incident-memory-config")
+    ]
+    return dict(cm["data"])
+
+
+def scaled_object(docs: list[Doc]) -> Doc:
+    (so,) = of_kind(docs, "ScaledObject")
+    return so
+
+
+# ------------------------------------------------------------------ Deployments
+
+
+def test_one_deployment_per_service_running_its_subcommand(docs: list[Doc]) -> None:
+    names = [d["metadata"]["name"] for d in of_kind(docs, "Deployment")]
+    assert sorted(names) == sorted(SERVICES)
+    for name, dep in deployments(docs).items():
+        (main,) = dep["spec"]["template"]["spec"]["containers"]
+        assert main["args"][0] == name and name in SUBCOMMANDS
+        assert main["image"].split("/")[-1].startswith("incident-memory")
+
+
+def test_readiness_and_liveness_probe_healthz_on_the_documented_port(docs: list[Doc]) -> None:
+    for name, dep in deployments(docs).items():
+        (main,) = dep["spec"]["template"]["spec"]["containers"]
+        ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+        for probe in ("readinessProbe", "livenessProbe"):
+            get = main[probe]["httpGet"]
+            assert get["path"] == "/healthz", (name, probe)
+            port = ports[get["port"]] if isinstance(get["port"], str) else get["port"]
+            assert port == HEALTH_PORTS[name], (name, probe, port)
+        env = {e["name"]: e.get("value") for e in main.get("env", [])}
+        assert env.get("METRICS_PORT", env.get("HTTP_PORT")) == str(HEALTH_PORTS[name])
+        annotations = dep["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/port"] == str(HEALTH_PORTS[name])
+
+
+def test_ingest_service_routes_to_the_ingest_pods(docs: list[Doc]) -> None:
+    (svc,) = of_kind(docs, "Service")
+    ingest = deployments(docs)["ingest"]
+    labels = ingest["spec"]["template"]["metadata"]["labels"]
+    assert svc["metadata"]["name"] == "ingest"
+    assert svc["spec"]["selector"].items() <= labels.items()
+    (port,) = svc["spec"]["ports"]
+    assert port["targetPort"] in ("http", HEALTH_PORTS["ingest"])
+
+
+def test_every_pod_migrates_first(docs: list[Doc]) -> None:
+    for name, dep in deployments(docs).items():
+        inits = dep["spec"]["template"]["spec"].get("initContainers", [])
+        assert [c["args"][0] for c in inits] == ["migrate"], name
+        assert "migrate" in SUBCOMMANDS
+
+
+def test_pods_run_as_non_root_with_a_read_only_root_and_bounded_resources(docs: list[Doc]) -> None:
+    for name, dep in deployments(docs).items():
+        pod = dep["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] != 0
+        assert pod["automountServiceAccountToken"] is False
+        for c in containers(dep):
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False, (name, c["name"])
+            assert sc["readOnlyRootFilesystem"] is True, (name, c["name"])
+            assert sc["capabilities"]["drop"] == ["ALL"], (name, c["name"])
+            for bound in ("requests", "limits"):
+                assert {"cpu", "memory"} <= c["resources"][bound].keys(), (name, c["name"], bound)
+
+
+def test_replicas_never_exceed_the_partitions_they_consume(docs: list[Doc]) -> None:
+    consumed = {"projector": topics.COMPACTED, "agent": topics.WAKE}
+    deps = deployments(docs)
+    for name, topic in consumed.items():
+        assert deps[name]["spec"].get("replicas", 1) <= PARTITIONS[topic], name
+    # KEDA owns the compactor's replica count; a fixed one would fight its HPA on every apply.
+    assert "replicas" not in deps["compactor"]["spec"]
+
+
+# ------------------------------------------------------------------ KEDA
+
+
+def test_keda_scales_the_compactor_on_its_lag_up_to_the_partition_count(docs: list[Doc]) -> None:
+    so = scaled_object(docs)
+    assert so["apiVersion"] == "keda.sh/v1alpha1"
+    spec = so["spec"]
+    assert spec["scaleTargetRef"]["name"] == "compactor"
+    assert spec["scaleTargetRef"].get("kind", "Deployment") == "Deployment"
+    (trigger,) = spec["triggers"]
+    assert trigger["type"] == "kafka"
+    meta = trigger["metadata"]
+    assert meta["topic"] == topics.EVENTS
+    assert meta["consumerGroup"]
+    assert int(meta["lagThreshold"]) > 0
+    # The bound that matters: a consumer beyond the partition count would own no partition.
+    assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"] <= PARTITIONS[meta["topic"]]
+    assert meta.get("allowIdleConsumers", "false") == "false"
+
+
+def test_keda_reads_the_same_kafka_cluster_as_the_services(docs: list[Doc]) -> None:
+    meta = scaled_object(docs)["spec"]["triggers"][0]["metadata"]
+    if "bootstrapServersFromEnv" in meta:
+        assert meta["bootstrapServersFromEnv"] == "KAFKA_BOOTSTRAP_SERVERS"
+    else:
+        assert meta["bootstrapServers"] == config_data(docs)["KAFKA_BOOTSTRAP_SERVERS"]
+
+
+def test_the_production_overlay_points_everything_at_its_own_kafka() -> None:
+    base, prod = rendered("base"), rendered("overlays/production")
+    servers = config_data(prod)["KAFKA_BOOTSTRAP_SERVERS"]
+    assert servers != config_data(base)["KAFKA_BOOTSTRAP_SERVERS"]
+    assert scaled_object(prod)["spec"]["triggers"][0]["metadata"]["bootstrapServers"] == servers
+
+
+# ------------------------------------------------------------------ secrets
+
+
+def test_secrets_are_never_inlined(docs: list[Doc]) -> None:
+    for name, dep in deployments(docs).items():
+        for c in containers(dep):
+            for env in c.get("env", []):
+                if env["name"] in SECRET_KEYS or SECRET_NAME.search(env["name"]):
+                    assert "value" not in env, (name, c["name"], env["name"])
+                    assert env["valueFrom"]["secretKeyRef"]["name"] == "incident-memory"
+                    assert env["valueFrom"]["secretKeyRef"]["key"] == env["name"]
+            for src in c.get("envFrom", []):
+                assert "configMapRef" in src, (name, c["name"], src)
+    data = config_data(docs)
+    assert not [k for k in data if k in SECRET_KEYS or SECRET_NAME.search(k)]
+    assert not [v for v in data.values() if re.search(r"://[^/@\s]+:[^/@\s]+@", v)], "credentials in a URL"
+
+
+def test_only_the_placeholder_overlay_renders_a_secret() -> None:
+    assert not of_kind(load_base(), "Secret")
+    assert not of_kind(rendered("overlays/production"), "Secret")
+    (secret,) = of_kind(rendered("overlays/example"), "Secret")
+    assert set(secret["data"]) == SECRET_KEYS
+    assert secret["metadata"]["annotations"]["incident-memory/placeholder"].startswith("true")
+    placeholder = (K8S / "components" / "example-secret" / "placeholder-secret.env").read_text()
+    values = [line.split("=", 1)[1] for line in placeholder.splitlines() if "=" in line]
+    assert values and all("PLACEHOLDER" in v for v in values)
+
+
+def test_each_service_gets_only_the_secrets_it_uses() -> None:
+    want = {
+        "ingest": {"SLACK_SIGNING_SECRET", "ALERTMANAGER_TOKEN"},
+        "compactor": {"OPENAI_API_KEY"},
+        "projector": {"DATABASE_URL"},
+        "agent": {"DATABASE_URL", "OPENAI_API_KEY"},
+    }
+    for name, dep in deployments(load_base()).items():
+        (main,) = dep["spec"]["template"]["spec"]["containers"]
+        got = {e["name"] for e in main.get("env", []) if "valueFrom" in e}
+        assert got == want[name], name
+
+
+# ------------------------------------------------------------------ Compose and Dockerfile
+
+
+def _compose() -> Doc:
+    doc: Doc = yaml.safe_load(COMPOSE_FILE.read_text())
+    return doc
+
+
+def test_compose_runs_the_four_services_after_migrate() -> None:
+    services = _compose()["services"]
+    assert {*SERVICES, "migrate", "kafka", "postgres"} == set(services)
+    assert services["kafka"]["image"].startswith("apache/kafka:")
+    for name in SERVICES:
+        assert services[name]["command"][0] == name
+        assert services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+        assert f":{HEALTH_PORTS[name]}/healthz" in " ".join(services[name]["healthcheck"]["test"])
+    assert services["migrate"]["command"][0] == "migrate"
+    assert services["kafka"]["environment"]["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+
+
+def test_compose_requires_secrets_instead_of_holding_them() -> None:
+    for name, service in _compose()["services"].items():
+        for key, value in (service.get("environment") or {}).items():
+            if key in SECRET_KEYS or SECRET_NAME.search(key):
+                assert isinstance(value, str) and value.startswith("${"), (name, key)
+                assert ":?" in value, (name, key)
+
+
+def test_compose_config_output_when_validated() -> None:
+    given = os.environ.get("DEPLOY_RENDERED_DIR")
+    if not given:
+        pytest.skip("docker compose config runs in deploy/validate.sh")
+    config = json.loads((Path(given) / "compose.json").read_text())
+    env = config["services"]["ingest"]["environment"]
+    assert env["SLACK_SIGNING_SECRET"].startswith("PLACEHOLDER")
+    assert config["services"]["compactor"]["command"] == ["compactor"]
+
+
+def test_dockerfile_is_multi_stage_slim_non_root_with_the_cli_as_entrypoint() -> None:
+    lines = [ln.strip() for ln in (ROOT / "Dockerfile").read_text().splitlines()]
+    instructions = [ln for ln in lines if ln and not ln.startswith("#")]
+    froms = [ln.split()[1] for ln in instructions if ln.startswith("FROM ")]
+    assert len(froms) >= 2 and all(f.startswith("python:3.11-slim") for f in froms)
+    users = [ln.split()[1] for ln in instructions if ln.startswith("USER ")]
+    assert users and users[-1].split(":")[0] not in ("0", "root")
+    assert json.loads(instructions[[i.split()[0] for i in instructions].index("ENTRYPOINT")][11:]) == [
+        "incident-memory"
+    ]
+    assert any("pip install ." in ln for ln in instructions)
+    ignored = [
+        ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines() if not ln.startswith("#")
+    ]
+    assert {".git", ".venv", ".cache"} <= set(ignored)
+    assert "README.md" not in ignored  # pyproject.toml's readme; pip install . needs it

@@ -1,0 +1,54 @@
+"""The broker is down (a closed port): nothing is acknowledged, so nothing acknowledged is lost."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from .helpers import (
+    CLOSED_PORT_BOOTSTRAP,
+    TOKEN,
+    RunningServer,
+    alert_payload,
+    config,
+    dumps,
+    envelope,
+    mention,
+    signed_headers,
+    slack_ts,
+    start_server,
+)
+
+
+@pytest.fixture
+def server() -> Iterator[RunningServer]:
+    running = start_server(config(CLOSED_PORT_BOOTSTRAP, ack_timeout_s=0.5, flush_timeout_s=0.5))
+    yield running
+    running.stop()
+
+
+def test_slack_event_gets_503_and_is_not_marked_seen(server: RunningServer) -> None:
+    body = dumps(envelope(mention(slack_ts(), slack_ts(1)), event_id="Ev0DOWN01"))
+    first = httpx.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
+    assert first.status_code == 503 and first.json()["error"] == "broker_unavailable"
+    # Slack retries a 5xx: the retry must be produced again, not dropped as a duplicate.
+    retry = httpx.post(
+        f"{server.url}/slack/events", content=body, headers={**signed_headers(body), "X-Slack-Retry-Num": "1"}
+    )
+    assert retry.status_code == 503
+    assert server.metric("ingest_duplicates_total") == 0
+    assert server.metric("ingest_produce_failures_total", reason="ack_timeout") == 2
+
+
+def test_alertmanager_gets_503(server: RunningServer) -> None:
+    response = httpx.post(
+        f"{server.url}/alertmanager", json=alert_payload(), headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    assert response.status_code == 503  # Alertmanager retries a 5xx
+
+
+def test_healthz_reports_the_broker_unreachable(server: RunningServer) -> None:
+    response = httpx.get(f"{server.url}/healthz", timeout=10)
+    assert response.status_code == 503 and response.json()["error"] == "broker_unreachable"

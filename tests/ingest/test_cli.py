@@ -1,0 +1,89 @@
+"""`incident-memory ingest` configuration errors: one line, exit 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .helpers import BOT, SECRET, dumps, envelope, mention, signed_headers, slack_ts, topic_count
+
+
+@pytest.mark.parametrize(
+    ("env", "missing"),
+    [({}, "SLACK_SIGNING_SECRET"), ({"SLACK_SIGNING_SECRET": "s"}, "ALERTMANAGER_TOKEN")],
+)
+def test_missing_secret_is_one_line_and_exit_1(env: dict[str, str], missing: str) -> None:
+    clean = {k: v for k, v in os.environ.items() if k not in ("SLACK_SIGNING_SECRET", "ALERTMANAGER_TOKEN")}
+    done = subprocess.run(
+        [sys.executable, "-m", "services.cli", "ingest", "--port", "0"],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and missing in lines[0] and lines[0].startswith("incident-memory ingest:")
+
+
+@pytest.mark.stack
+def test_the_cli_serves_logs_json_and_exits_cleanly_on_sigterm(
+    kafka_bootstrap: str, topic_names: dict[str, str], tmp_path: Path
+) -> None:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "ALERTMANAGER_TOKEN": "t",
+        "SLACK_BOT_USER_ID": BOT,
+        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+    }
+    argv = [sys.executable, "-m", "services.cli", "ingest", "--port", str(port), "--events-topic",
+            topic_names["events"], "--wake-topic", topic_names["wake"], "--dlq-topic", topic_names["dlq"]]  # fmt: skip
+    log = tmp_path / "ingest.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=sink)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if httpx.get(f"{url}/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+                time.sleep(0.1)
+            thread, ts = slack_ts(), slack_ts(1)
+            body = dumps(envelope(mention(thread, ts)))
+            assert (
+                httpx.post(f"{url}/slack/events", content=body, headers=signed_headers(body)).status_code
+                == 200
+            )
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=30)
+    assert code == 0, log.read_text()
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    produced = [r for r in records if r["msg"] == "produced"]
+    assert {(r["thread_ts"], r["message_id"]) for r in produced} == {
+        (thread, f"{thread}:-:human:{ts}"),
+        (thread, f"{thread}:-:wake:{ts}"),
+    }
+    assert all(r["service"] == "ingest" for r in records)
+    assert topic_count(kafka_bootstrap, topic_names["wake"]) == 1
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,261 @@
+"""Slack and Alertmanager payloads -> events (pure mapping; the HTTP tests check the wire)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from schemas.events import AlertReceived, HumanMessage, IncidentStateChanged, Wake
+from services.ingest.alerts import Window, group_thread_ts, map_webhook, parse_time
+from services.ingest.planned import SLACK_TS, parse_json_object, ts_to_datetime
+from services.ingest.rejections import Ignored, Rejected
+from services.ingest.slack_events import Callback, Challenge, map_payload
+
+from .helpers import BOT, alert_payload, envelope, mention, message
+
+T = "1710408413.000100"
+
+
+def callback(payload: dict[str, Any]) -> Callback:
+    result = map_payload(payload, BOT)
+    assert isinstance(result, Callback)
+    return result
+
+
+def test_url_verification_answers_the_challenge() -> None:
+    result = map_payload(
+        {
+            "type": "url_verification",
+            "token": "x",
+            "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P",
+        },
+        BOT,
+    )
+    assert result == Challenge("3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P")
+
+
+def test_thread_message_becomes_a_human_message_with_a_deterministic_id() -> None:
+    result = callback(envelope(message(T, "1710408500.000200", "p99 went up at 09:26"), event_id="Ev1"))
+    assert result.event_id == "Ev1"
+    [(destination, event)] = result.planned
+    assert destination == "events"
+    assert isinstance(event, HumanMessage)
+    assert event.message_id == f"{T}:-:human:1710408500.000200"
+    assert (event.thread_ts, event.ts, event.user, event.text) == (
+        T,
+        "1710408500.000200",
+        "U123ABC456",
+        "p99 went up at 09:26",
+    )
+    assert event.round is None and event.mention is False and event.edit_of is None
+    assert event.event_time == datetime(2024, 3, 14, 9, 28, 20, 200, tzinfo=UTC)
+
+
+def test_sql_in_text_is_stored_verbatim() -> None:
+    text = "'; DROP TABLE agent_messages; -- \\x00 ` $(rm -rf /) <script>"
+    [(_, event)] = callback(envelope(message(T, "1710408500.000201", text))).planned
+    assert isinstance(event, HumanMessage) and event.text == text
+
+
+def test_app_mention_is_a_human_message_and_a_wake() -> None:
+    ts = "1710408600.000300"
+    planned = callback(envelope(mention(T, ts))).planned
+    assert [p.destination for p in planned] == ["events", "wake"]
+    human, wake = planned[0].event, planned[1].event
+    assert isinstance(human, HumanMessage) and human.mention
+    assert isinstance(wake, Wake)
+    assert wake.message_id == f"{T}:-:wake:{ts}" and wake.reason == "mention"
+    assert wake.trigger_message_id == human.message_id == f"{T}:-:human:{ts}"
+
+
+def test_message_event_of_a_mention_equals_the_app_mention_human_byte_for_byte() -> None:
+    # Slack sends both `message` and `app_mention` for one mention: they must be one row.
+    ts = "1710408600.000301"
+    text = f"<@{BOT}> what changed?"
+    from_message = callback(envelope(message(T, ts, text))).planned
+    from_mention = callback(envelope(mention(T, ts, text))).planned
+    assert len(from_message) == 1  # only app_mention wakes the agent
+    assert from_message[0].event.to_bytes() == from_mention[0].event.to_bytes()
+
+
+def test_edit_is_a_new_event_pointing_at_the_original() -> None:
+    event = {
+        "type": "message",
+        "subtype": "message_changed",
+        "hidden": True,
+        "channel": "C123ABC456",
+        "ts": "1710408700.000400",
+        "event_ts": "1710408700.000400",
+        "message": {
+            "type": "message",
+            "user": "U123ABC456",
+            "text": "p99 went up at 09:27 (not 09:26)",
+            "ts": "1710408500.000200",
+            "thread_ts": T,
+            "edited": {"user": "U123ABC456", "ts": "1710408700.000000"},
+        },
+        "previous_message": {
+            "type": "message",
+            "user": "U123ABC456",
+            "text": "p99 went up at 09:26",
+            "ts": "1710408500.000200",
+            "thread_ts": T,
+        },
+    }
+    [(_, edit)] = callback(envelope(event)).planned
+    assert isinstance(edit, HumanMessage)
+    assert edit.message_id == f"{T}:-:human:1710408700.000400"  # not the original's id: never a rewrite
+    assert edit.edit_of == "1710408500.000200" and edit.text.endswith("(not 09:26)")
+
+
+@pytest.mark.parametrize(
+    ("event", "reason"),
+    [
+        ({**message(T, "1.2", "hi"), "bot_id": "B123"}, "bot_message"),
+        ({**message(T, "1.2", "hi"), "subtype": "bot_message"}, "bot_message"),
+        (message(T, "1.2", "I am the bot", user=BOT), "own_message"),
+        (mention(T, "1.2", user=BOT), "own_message"),
+        ({**message(T, "1.2", "x"), "subtype": "message_deleted"}, "subtype_ignored:message_deleted"),
+        ({**message(T, "1.2", "x"), "subtype": "channel_join"}, "subtype_ignored:channel_join"),
+        ({k: v for k, v in message(T, "1.2", "top level").items() if k != "thread_ts"}, "not_in_thread"),
+        (
+            {"type": "reaction_added", "user": "U1", "reaction": "eyes"},
+            "event_type_not_handled:reaction_added",
+        ),
+    ],
+)
+def test_deliberate_ignores(event: dict[str, Any], reason: str) -> None:
+    with pytest.raises(Ignored) as info:
+        map_payload(envelope(event), BOT)
+    assert info.value.reason == reason
+
+
+def test_thread_broadcast_is_recorded() -> None:
+    [(_, event)] = callback(
+        envelope({**message(T, "1710408800.000500", "fyi"), "subtype": "thread_broadcast"})
+    ).planned
+    assert isinstance(event, HumanMessage) and event.text == "fyi"
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "reason"),
+    [
+        ({"type": "block_actions"}, 400, "unknown_event_type"),
+        ({}, 400, "missing_field"),
+        ({"type": "event_callback", "event": {"type": "message"}}, 400, "missing_field"),
+        ({"type": "event_callback", "event_id": "Ev1"}, 400, "missing_field"),
+        ({"type": "event_callback", "event_id": "Ev1", "event": []}, 400, "bad_field"),
+        (envelope({k: v for k, v in message(T, "1.2", "x").items() if k != "user"}), 400, "missing_field"),
+        (envelope({k: v for k, v in message(T, "1.2", "x").items() if k != "text"}), 400, "missing_field"),
+        (envelope(message("not-a-ts", "1.2", "x")), 400, "bad_field"),
+        (envelope(message(T, "1.2:evil", "x")), 400, "bad_field"),
+        (envelope({**message(T, "1.2", "x"), "text": 5}), 400, "bad_field"),
+    ],
+)
+def test_malformed_callbacks_are_rejected(payload: dict[str, Any], status: int, reason: str) -> None:
+    with pytest.raises(Rejected) as info:
+        map_payload(payload, BOT)
+    assert (info.value.status, info.value.reason) == (status, reason)
+
+
+def test_malformed_json_is_rejected() -> None:
+    for body in (b"{", b"[1, 2]", b"\xff\xfe", b"null", b'"x"'):
+        with pytest.raises(Rejected) as info:
+            parse_json_object(body)
+        assert info.value.reason == "malformed_json"
+
+
+def test_slack_ts_parsing_is_exact() -> None:
+    assert ts_to_datetime("1355517523.000005") == datetime(2012, 12, 14, 20, 38, 43, 5, tzinfo=UTC)
+    assert ts_to_datetime("1355517523.1") == datetime(2012, 12, 14, 20, 38, 43, 100000, tzinfo=UTC)
+
+
+# --- Alertmanager -----------------------------------------------------------------------
+
+
+def test_firing_group_opens_a_thread_with_alert_state_and_wake() -> None:
+    payload = alert_payload("firing", group_key="g1")
+    group = map_webhook(payload, Window(1800, 1800))
+    assert SLACK_TS.match(group.thread_ts) and len(group.thread_ts.split(".")[1]) == 6
+    starts = datetime(2026, 3, 14, 9, 26, 53, 123456, tzinfo=UTC)
+    assert group.thread_ts.split(".")[0] == str(int(starts.timestamp()))
+    assert [p.destination for p in group.planned] == ["events", "events", "wake"]
+    alert, state, wake = (p.event for p in group.planned)
+    assert (
+        isinstance(alert, AlertReceived)
+        and isinstance(state, IncidentStateChanged)
+        and isinstance(wake, Wake)
+    )
+    t = group.thread_ts
+    assert (alert.message_id, state.message_id, wake.message_id) == (
+        f"{t}:-:alert:0",
+        f"{t}:-:state:open",
+        f"{t}:-:wake:alert",
+    )
+    assert alert.status == "firing" and alert.alertname == "HighErrorRate" and alert.service == "checkout"
+    assert alert.fingerprint == "a1b2c3d4e5f60718" and alert.alert == payload
+    assert (state.window_start, state.window_end) == (
+        starts - timedelta(minutes=30),
+        starts + timedelta(minutes=30),
+    )
+    assert state.status == "open" and state.opened_at == starts
+    assert wake.reason == "alert" and wake.trigger_message_id == alert.message_id
+
+
+def test_thread_ts_is_deterministic_per_group_and_start() -> None:
+    a = map_webhook(alert_payload("firing", group_key="g1"), Window()).thread_ts
+    again = map_webhook(alert_payload("firing", group_key="g1"), Window()).thread_ts
+    other_group = map_webhook(alert_payload("firing", group_key="g2"), Window()).thread_ts
+    later = map_webhook(
+        alert_payload("firing", group_key="g1", starts_at="2026-03-15T09:00:00Z"), Window()
+    ).thread_ts
+    resolved = map_webhook(alert_payload("resolved", group_key="g1"), Window()).thread_ts
+    assert a == again == resolved
+    assert len({a, other_group, later}) == 3
+    assert group_thread_ts("g1", datetime(2026, 3, 14, tzinfo=UTC)).startswith("1773446400.")
+
+
+def test_resolved_group_updates_state_and_wakes_nobody() -> None:
+    group = map_webhook(alert_payload("resolved", group_key="g1"), Window(600, 900))
+    assert [p.destination for p in group.planned] == ["events", "events"]
+    alert, state = (p.event for p in group.planned)
+    assert isinstance(alert, AlertReceived) and isinstance(state, IncidentStateChanged)
+    assert alert.message_id.endswith(":-:alert:resolved") and alert.status == "resolved"
+    assert state.message_id.endswith(":-:state:resolved") and state.status == "resolved"
+    assert state.event_time == datetime(2026, 3, 14, 10, 2, tzinfo=UTC)  # the latest endsAt
+    starts = datetime(2026, 3, 14, 9, 26, 53, 123456, tzinfo=UTC)
+    assert state.window_start == starts - timedelta(seconds=600) and state.window_end == starts + timedelta(
+        seconds=900
+    )
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda p: p.pop("version"), "missing_field"),
+        (lambda p: p.update(version="3"), "unsupported_version"),
+        (lambda p: p.pop("groupKey"), "missing_field"),
+        (lambda p: p.update(status="pending"), "bad_field"),
+        (lambda p: p.update(alerts=[]), "bad_field"),
+        (lambda p: p.pop("alerts"), "missing_field"),
+        (lambda p: p["alerts"][0].pop("startsAt"), "missing_field"),
+        (lambda p: p["alerts"][0].update(startsAt="yesterday"), "bad_field"),
+        (lambda p: p["alerts"][0].update(startsAt="1960-01-01T00:00:00Z"), "bad_field"),
+        (lambda p: p.update(alerts=["x"]), "bad_field"),
+    ],
+)
+def test_malformed_webhooks_are_rejected(mutate: Any, reason: str) -> None:
+    payload = alert_payload("firing")
+    mutate(payload)
+    with pytest.raises(Rejected) as info:
+        map_webhook(payload, Window())
+    assert info.value.status == 400 and info.value.reason == reason
+
+
+def test_rfc3339_with_nanoseconds_and_offsets() -> None:
+    assert parse_time("2026-03-14T09:26:53.123456789Z", "t") == datetime(
+        2026, 3, 14, 9, 26, 53, 123456, tzinfo=UTC
+    )
+    assert parse_time("2026-03-14T10:26:53+01:00", "t") == datetime(2026, 3, 14, 9, 26, 53, tzinfo=UTC)

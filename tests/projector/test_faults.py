@@ -1,0 +1,175 @@
+"""Fault tests: the projector as a real process, against the real broker and the real Postgres.
+
+Each test starts `incident-memory projector` subprocesses on per-test topics and schema,
+hurts them (kill -9, duplicates, a round that never commits, a Postgres restart) and
+checks the projection equals the set of unique events: no duplicate, no gap.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from benchmarks.bench_projector import T0, interleave, synthetic_round, synthetic_thread
+from schemas.events import EventBase
+from services.runtime.settings import Settings
+
+from .helpers import caught_up, high_watermarks, messages, produce_events, stored_offsets, table, wait_until
+
+pytestmark = pytest.mark.stack
+CLI = str(Path(sys.executable).parent / "incident-memory")
+
+
+@pytest.fixture
+def start_projector(
+    stack: Settings, pg_schema: str, topic_names: dict[str, str], tmp_path: Path
+) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(batch_size: int = 200) -> subprocess.Popen[bytes]:
+        env = {
+            **os.environ,
+            "KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap_servers,
+            "DATABASE_URL": stack.database_url,
+        }
+        log = open(tmp_path / f"projector-{len(procs)}.log", "wb")  # noqa: SIM115 - owned by the process
+        proc = subprocess.Popen(
+            [CLI, "projector", "--schema", pg_schema, "--topic", topic_names["compacted"], "--dlq-topic",
+             topic_names["dlq"], "--group", f"g-{pg_schema}", "--batch-size", str(batch_size)],
+            env=env, stdout=log, stderr=log,
+        )  # fmt: skip
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def expected_rows(events: list[EventBase]) -> dict[str, list[str]]:
+    """thread -> ids in projection order, for threads whose rounds all commit."""
+    out: dict[str, list[str]] = {}
+    for e in events:
+        if e.type not in ("round_committed",):  # type: ignore[attr-defined]
+            ids = out.setdefault(e.thread_ts, [])
+            if e.message_id not in ids:
+                ids.append(e.message_id)
+    return out
+
+
+def assert_projection(conn: psycopg.Connection, expected: dict[str, list[str]]) -> None:
+    rows = messages(conn)
+    ids = [r[0] for r in rows]
+    assert len(ids) == len(set(ids)) == sum(len(v) for v in expected.values())  # no duplicate, no gap
+    by_thread: dict[str, list[str]] = {}
+    for r in rows:
+        by_thread.setdefault(r[1], []).append(r[0])
+    assert by_thread == expected  # and every thread in its own order
+
+
+def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
+    start_projector: Callable[..., subprocess.Popen[bytes]], stack: Settings, pg_conn: psycopg.Connection,
+    pg_schema: str, topic_names: dict[str, str],
+) -> None:
+    topic, group = topic_names["compacted"], f"g-{pg_schema}"
+    events = interleave([synthetic_thread(f"1710{k:06d}.000100") for k in range(1200)])
+    produce_events(stack.kafka_bootstrap_servers, topic, events)
+    high = high_watermarks(stack.kafka_bootstrap_servers, topic)
+    total = sum(high.values())
+    first = start_projector(batch_size=300)
+    wait_until(lambda: sum(stored_offsets(pg_conn, group, topic).values()) > 0, 30, "first commits", every=0.01)
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    done_at_kill = sum(stored_offsets(pg_conn, group, topic).values())
+    assert 0 < done_at_kill < total, "the kill must land while the projector is still working"
+    start_projector(batch_size=300)
+    wait_until(lambda: caught_up(pg_conn, group, topic, high), 50, "restarted projector to catch up")
+    assert_projection(pg_conn, expected_rows(events))
+    assert table(pg_conn, "round_staging") == []
+    assert len(table(pg_conn, "incident_state")) == 1200
+
+
+def test_duplicates_and_a_round_that_never_commits(
+    start_projector: Callable[..., subprocess.Popen[bytes]], stack: Settings, pg_conn: psycopg.Connection,
+    pg_schema: str, topic_names: dict[str, str],
+) -> None:
+    topic, group = topic_names["compacted"], f"g-{pg_schema}"
+    a, b = "1710400001.000100", "1710400002.000100"
+    thread_a = synthetic_thread(a)
+    dead = synthetic_round(a, 3, T0 + timedelta(hours=1), marker=False)  # the agent died mid-round
+    next_round = synthetic_round(a, 4, T0 + timedelta(hours=2), tools=2)
+    thread_b = synthetic_thread(b)
+    events = [*thread_a, *dead, *thread_b, *next_round]
+    doubled = [e for e in events for _ in (0, 1)]
+    # Every record on ONE partition, so the dead round sits in front of thread b and of round 4.
+    from confluent_kafka import Producer
+
+    from services.runtime.kafka import producer_config
+
+    producer = Producer(producer_config(stack.kafka_bootstrap_servers))
+    for e in doubled:
+        producer.produce(topic, key=e.key(), value=e.to_bytes(), partition=0)
+    assert producer.flush(30) == 0
+    high = high_watermarks(stack.kafka_bootstrap_servers, topic)
+    start_projector(batch_size=7)
+    wait_until(lambda: caught_up(pg_conn, group, topic, high), 40, "projector to catch up")
+    expected = expected_rows([*thread_a, *next_round, *thread_b])
+    assert_projection(pg_conn, expected)
+    visible = {r[0] for r in messages(pg_conn)}
+    assert not any(e.message_id in visible for e in dead)
+    assert {r[0] for r in table(pg_conn, "round_staging")} == {e.message_id for e in dead}
+    states = {s[0]: s[5] for s in table(pg_conn, "incident_state")}
+    assert states == {a: 4, b: 2}
+
+
+def _restart_postgres() -> None:
+    from deploy.local import postgres_node
+
+    p = postgres_node.paths()
+    bins = postgres_node.bin_dir(install=False)
+    argv = [str(bins / "pg_ctl"), "-D", str(p.data), "-l", str(p.log_file), "-m", "fast", "-w", "-t", "30", "restart"]
+    if os.geteuid() == 0:
+        argv = ["runuser", "-u", "postgres", "--", *argv]
+    subprocess.run(argv, check=True, capture_output=True, cwd="/", timeout=60)
+
+
+@pytest.mark.reliability
+def test_postgres_restart_under_the_projector_loses_nothing(
+    start_projector: Callable[..., subprocess.Popen[bytes]], stack: Settings, pg_dsn: str, pg_schema: str,
+    topic_names: dict[str, str],
+) -> None:
+    """Restarts the SHARED Postgres for about a second: other helpers' running tests may see it."""
+    topic, group = topic_names["compacted"], f"g-{pg_schema}"
+    threads = [synthetic_thread(f"1711{k:06d}.000100") for k in range(400)]
+    events = interleave(threads)
+    proc = start_projector(batch_size=100)
+    half = len(events) // 2
+    produce_events(stack.kafka_bootstrap_servers, topic, events[:half])
+    with psycopg.connect(pg_dsn, options=f"-c search_path={pg_schema}") as conn:
+        wait_until(lambda: sum(stored_offsets(conn, group, topic).values()) > 0, 30, "first commits")
+    producing = threading.Thread(
+        target=produce_events, args=(stack.kafka_bootstrap_servers, topic, events[half:])
+    )
+    producing.start()
+    _restart_postgres()
+    producing.join(60)
+    high = high_watermarks(stack.kafka_bootstrap_servers, topic)
+    with psycopg.connect(pg_dsn, options=f"-c search_path={pg_schema}") as conn:
+        wait_until(lambda: caught_up(conn, group, topic, high), 50, "projector to catch up after the restart")
+        assert_projection(conn, expected_rows(events))
+    assert proc.poll() is None, "the projector must survive a Postgres restart"
