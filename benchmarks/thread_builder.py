@@ -12,7 +12,7 @@ from typing import Any
 
 from schemas.ids import message_id, tool_call_id
 from services.compactor.registry import compact_tool_result
-from services.seed import generators as gen
+from services.seed import seed_incident
 
 THREAD_TS = "1773458100.000100"
 WINDOW = {"window_start": "2026-03-14T02:45:00Z", "window_end": "2026-03-14T03:45:00Z"}
@@ -31,25 +31,22 @@ class Row:
 
 
 def _raws_for_round(round_: int) -> list[tuple[str, dict[str, Any], Any]]:
-    """The tool calls of a round and their raw results (round 1: three tools; later: one or three)."""
-    seed = 1000 + round_
-    loki = (
-        "query_loki",
-        {"query": '{app="checkout-api"}', "round": round_},
-        gen.generate_loki(seed, lines=412),
-    )
-    prom = (
-        "query_prometheus",
-        {"query": "container_memory_working_set_bytes", "round": round_},
-        gen.generate_prometheus(seed),
-    )
-    events = ("get_pod_events", {"namespace": "shop", "round": round_}, gen.generate_events(seed))
-    tempo = ("query_tempo", {"trace_id": f"{seed:032x}"}, gen.generate_tempo(seed, spans=200))
-    if round_ == 1:
-        return [loki, prom, events]
-    if round_ % 2 == 0:
-        return [tempo]
-    return [loki, prom, events]
+    """The tool calls of a round and their raws: the seed incident's, with the round in the args.
+
+    Odd rounds call Loki, Prometheus and the pod events; even rounds call Tempo, as in the seed.
+    """
+    seed = seed_incident()
+    if round_ % 2 == 1:
+        return [
+            ("query_loki", {"query": '{app="checkout-api"}', "round": round_}, seed.loki),
+            (
+                "query_prometheus",
+                {"query": "container_memory_working_set_bytes", "round": round_},
+                seed.prometheus,
+            ),
+            ("get_pod_events", {"namespace": "shop", "round": round_}, seed.pod_events),
+        ]
+    return [("query_tempo", {"trace_id": "checkout", "round": round_}, seed.tempo)]
 
 
 def build_thread(rounds: int, thread_ts: str = THREAD_TS) -> list[Row]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from schemas.ids import NULL_ROUND, message_id
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 Role = Literal["alert", "human", "ai", "tool", "judge", "post"]
 

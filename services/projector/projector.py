@@ -158,7 +158,7 @@ class Projector:
         lags = {}
         for tp in self.consumer.position(self.consumer.assignment()):
             try:
-                _low, high = self.consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)
+                _low, high = self.consumer.get_watermark_offsets(tp, cached=True)  # from fetches: no I/O
             except KafkaException:
                 continue
             if tp.offset >= 0:
@@ -174,7 +174,8 @@ class Projector:
         self.writer = make_writer(cfg, self.metrics)
         self.consumer = Consumer(
             consumer_config(
-                cfg.bootstrap_servers, cfg.group,
+                cfg.bootstrap_servers,
+                cfg.group,
                 **{"session.timeout.ms": cfg.session_timeout_ms, "heartbeat.interval.ms": 1000},
             )
         )

@@ -120,6 +120,70 @@ SELECT v.ok,
 FROM verdict v
 """
 
+# The fast plan's one statement: every visible row and every round of the batch, in batch order.
+# `pos` is the operation's position in the batch; a round's rows sort at its marker's position,
+# in the marker's listed order. Verification is per marker, exactly as COMMIT_ROUND does it.
+PUBLISH = """
+WITH v AS (
+    SELECT * FROM unnest(%s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::jsonb[], %s::jsonb[],
+                         %s::int[], %s::timestamptz[], %s::bigint[])
+        AS v(id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at, pos)
+), listed AS (
+    SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::int[])
+        AS l(pos, thread_ts, round, id, ord)
+), staged AS (
+    SELECT s.*, l.pos, l.ord FROM listed l JOIN round_staging s ON s.id = l.id
+), visible AS (
+    SELECT l.pos, m.id, m.role, m.tool_call_id FROM listed l JOIN agent_messages m ON m.id = l.id
+), missing AS (
+    SELECT l.pos, l.id FROM listed l
+    WHERE NOT EXISTS (SELECT 1 FROM staged s WHERE s.pos = l.pos AND s.id = l.id)
+      AND NOT EXISTS (SELECT 1 FROM visible x WHERE x.pos = l.pos AND x.id = l.id)
+), answered AS (
+    SELECT pos, tool_call_id FROM staged WHERE role = 'tool' AND tool_call_id IS NOT NULL
+    UNION
+    SELECT pos, tool_call_id FROM visible WHERE role = 'tool' AND tool_call_id IS NOT NULL
+), unanswered AS (
+    SELECT s.pos, s.id || ' -> ' || coalesce(c ->> 'id', '?') AS what
+    FROM staged s
+    CROSS JOIN LATERAL jsonb_array_elements(
+        CASE WHEN jsonb_typeof(s.content -> 'tool_calls') = 'array' THEN s.content -> 'tool_calls'
+             ELSE '[]'::jsonb END) AS c
+    WHERE s.role = 'ai'
+      AND NOT EXISTS (SELECT 1 FROM answered a WHERE a.pos = s.pos AND a.tool_call_id = c ->> 'id')
+), verdict AS (
+    SELECT m.pos, m.thread_ts, m.round,
+           NOT EXISTS (SELECT 1 FROM missing x WHERE x.pos = m.pos)
+           AND NOT EXISTS (SELECT 1 FROM unanswered u WHERE u.pos = m.pos) AS ok
+    FROM (SELECT DISTINCT pos, thread_ts, round FROM listed) m
+), moved AS (
+    INSERT INTO agent_messages (id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at)
+    SELECT id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at FROM (
+        SELECT v.id, v.thread_ts, v.round, v.role, v.tool_call_id, v.content, v.compact, v.tokens,
+               v.created_at, v.pos AS k1, 0 AS k2
+        FROM v
+        UNION ALL
+        SELECT s.id, s.thread_ts, s.round, s.role, s.tool_call_id, s.content, s.compact, s.tokens,
+               s.created_at, s.pos, s.ord
+        FROM staged s JOIN verdict d ON d.pos = s.pos AND d.ok
+    ) u ORDER BY k1, k2
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+), cleared AS (
+    DELETE FROM round_staging r USING listed l, verdict d
+    WHERE d.pos = l.pos AND d.ok AND r.id = l.id RETURNING 1
+), bumped AS (
+    UPDATE incident_state i SET rounds = greatest(i.rounds, b.r)
+    FROM (SELECT thread_ts, max(round) AS r FROM verdict WHERE ok GROUP BY thread_ts) b
+    WHERE i.thread_ts = b.thread_ts RETURNING 1
+)
+SELECT d.pos, d.ok,
+       (SELECT array_agg(x.id ORDER BY x.id) FROM missing x WHERE x.pos = d.pos),
+       (SELECT array_agg(u.what ORDER BY u.what) FROM unanswered u WHERE u.pos = d.pos),
+       (SELECT count(*) FROM moved mv JOIN listed l ON l.id = mv.id AND l.pos = d.pos)
+FROM verdict d ORDER BY d.pos
+"""
+
 RE_RENDER = """
 WITH visible AS (
     UPDATE agent_messages SET compact = %(compact)s::jsonb, tokens = %(tokens)s
@@ -277,6 +341,18 @@ def apply_batch(
     FOR UPDATE, so the caller can compare them with what it expected and roll back on a mismatch).
     Raises psycopg errors as they come; the caller decides whether the batch or Postgres is at fault.
     """
+    if fast_plan_applies(items):
+        return _apply_fast(
+            conn,
+            items,
+            group=group,
+            topic=topic,
+            partitions=partitions,
+            next_offsets=next_offsets,
+            schema=schema,
+            notify=notify,
+            threads=threads,
+        )
     result = BatchResult()
     controls: list[tuple[int, Op, psycopg.Cursor[Any]]] = []
     touched: set[str] = set(threads)
@@ -317,15 +393,115 @@ def apply_batch(
             if ok:
                 result.rounds_committed += 1 if moved else 0  # a marker delivered again publishes nothing
             else:
-                reason = f"round {op.round} of {op.thread_ts} cannot be published"
-                if missing:
-                    reason += f"; listed ids not projected: {', '.join(missing[:5])}"
-                if unanswered:
-                    reason += f"; tool calls without a listed tool row: {', '.join(unanswered[:5])}"
-                result.rejections.append(Rejection(index, reason + " (its rows stay in round_staging)"))
+                result.rejections.append(Rejection(index, _round_reason(op, missing, unanswered)))
         elif isinstance(op, ReRender) and (record is None or record[0] == 0):
             result.rejections.append(Rejection(index, f"re-render target {op.target_id!r} is not projected"))
     return result
+
+
+def fast_plan_applies(items: Sequence[tuple[int, Sequence[Op]]]) -> bool:
+    """Whether writing all staged rows first, then one publish statement, means the same as in order.
+
+    It does unless the batch re-renders (order against its target matters), stages a row a marker
+    EARLIER in the batch lists (in order, that marker finds the row missing), or upserts the state
+    of a thread after one of its rounds committed (in order, that bump finds no state row).
+    """
+    listed_by_marker: set[str] = set()
+    committed_threads: set[str] = set()
+    for _index, ops in items:
+        for op in ops:
+            if isinstance(op, ReRender):
+                return False
+            if isinstance(op, StageRow) and op.row.id in listed_by_marker:
+                return False
+            if isinstance(op, UpsertState) and op.thread_ts in committed_threads:
+                return False
+            if isinstance(op, CommitRound):
+                listed_by_marker.update(op.message_ids)
+                committed_threads.add(op.thread_ts)
+    return True
+
+
+def _apply_fast(
+    conn: psycopg.Connection,
+    items: Sequence[tuple[int, Sequence[Op]]],
+    *,
+    group: str,
+    topic: str,
+    partitions: Iterable[int],
+    next_offsets: dict[int, int],
+    schema: str,
+    notify: bool,
+    threads: Iterable[str],
+) -> BatchResult:
+    """The whole batch in about six statements (see fast_plan_applies for when this is exact)."""
+    result = BatchResult()
+    touched: set[str] = set(threads)
+    staged: list[Row] = []
+    visible: list[Row] = []
+    visible_pos: list[int] = []
+    digests: list[CacheDigest] = []
+    states: list[UpsertState] = []
+    markers: dict[int, tuple[int, CommitRound]] = {}
+    listed: list[list[Any]] = [[], [], [], [], []]
+    pos = 0
+    for index, ops in items:
+        for op in ops:
+            pos += 1
+            if isinstance(op, InsertRow):
+                visible.append(op.row)
+                visible_pos.append(pos)
+                touched.add(op.row.thread_ts)
+            elif isinstance(op, StageRow):
+                staged.append(op.row)
+                touched.add(op.row.thread_ts)
+            elif isinstance(op, CacheDigest):
+                digests.append(op)
+            elif isinstance(op, UpsertState):
+                states.append(op)
+                touched.add(op.thread_ts)
+            elif isinstance(op, CommitRound):
+                markers[pos] = (index, op)
+                touched.add(op.thread_ts)
+                for k, mid in enumerate(op.message_ids, start=1):
+                    for column, value in zip(listed, (pos, op.thread_ts, op.round, mid, k), strict=True):
+                        column.append(value)
+    with conn.pipeline():
+        lock_cur = conn.cursor()
+        lock_cur.execute(LOCK_OFFSETS, (group, topic, sorted(set(partitions))))
+        cur = conn.cursor()
+        if staged:
+            cur.execute(INSERT_STAGED, _row_params(staged))
+        if digests:
+            cur.execute(INSERT_DIGESTS, _digest_params(digests))
+        if states:
+            cur.executemany(UPSERT_STATE, [_state_params(st) for st in states])
+        publish_cur = conn.cursor()
+        if visible or markers:
+            publish_cur.execute(PUBLISH, [*_row_params(visible), visible_pos, *listed])
+        if next_offsets:
+            parts = sorted(next_offsets)
+            cur.execute(SAVE_OFFSETS, (group, topic, parts, [next_offsets[p] for p in parts]))
+        if notify and touched:
+            cur.execute(NOTIFY, (NOTIFY_CHANNEL, schema, sorted(touched)))
+    result.stored_offsets = {int(p): int(n) for p, n in lock_cur.fetchall()}
+    if visible or markers:
+        for marker_pos, ok, missing, unanswered, moved in publish_cur.fetchall():
+            index, op = markers[int(marker_pos)]
+            if ok:
+                result.rounds_committed += 1 if moved else 0
+            else:
+                result.rejections.append(Rejection(index, _round_reason(op, missing, unanswered)))
+    return result
+
+
+def _round_reason(op: CommitRound, missing: list[str] | None, unanswered: list[str] | None) -> str:
+    reason = f"round {op.round} of {op.thread_ts} cannot be published"
+    if missing:
+        reason += f"; listed ids not projected: {', '.join(missing[:5])}"
+    if unanswered:
+        reason += f"; tool calls without a listed tool row: {', '.join(unanswered[:5])}"
+    return reason + " (its rows stay in round_staging)"
 
 
 def notify_payload(schema: str, thread_ts: str, max_seq: int | None) -> str:
