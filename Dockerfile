@@ -28,7 +28,8 @@ FROM python:3.11-slim-bookworm AS runtime
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
-    HOME=/var/lib/incident-memory
+    HOME=/var/lib/incident-memory \
+    INCIDENT_MEMORY_STATE_DIR=/var/lib/incident-memory
 RUN groupadd --system --gid 10001 incident-memory \
     && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/incident-memory \
        --shell /usr/sbin/nologin incident-memory \

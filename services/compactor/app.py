@@ -27,10 +27,16 @@ log = logging.getLogger("incident_memory.compactor")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--broker", default=None, help="Kafka bootstrap servers (default: KAFKA_BOOTSTRAP_SERVERS)")
-    parser.add_argument("--app-id", default=DEFAULT_APP_ID, help="faust app id = consumer group (default: %(default)s)")
+    parser.add_argument(
+        "--broker", default=None, help="Kafka bootstrap servers (default: KAFKA_BOOTSTRAP_SERVERS)"
+    )
+    parser.add_argument(
+        "--app-id", default=DEFAULT_APP_ID, help="faust app id = consumer group (default: %(default)s)"
+    )
     parser.add_argument("--events-topic", default=topics.EVENTS, help="input topic (default: %(default)s)")
-    parser.add_argument("--compacted-topic", default=topics.COMPACTED, help="output topic (default: %(default)s)")
+    parser.add_argument(
+        "--compacted-topic", default=topics.COMPACTED, help="output topic (default: %(default)s)"
+    )
     parser.add_argument("--dlq-topic", default=topics.DLQ, help="dead-letter topic (default: %(default)s)")
     parser.add_argument(
         "--selections-topic",
@@ -40,13 +46,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers-dir", default=None, help="faust data dirs (default: <state dir>/faust)")
     parser.add_argument("--worker-name", default=None, help="this worker's data dir name (default: host-pid)")
     parser.add_argument("--web-port", type=int, default=None, help="faust web port (default: web disabled)")
-    parser.add_argument("--metrics-port", type=int, default=None, help="Prometheus metrics port (default: none)")
+    parser.add_argument(
+        "--metrics-port", type=int, default=None, help="Prometheus metrics port (default: none)"
+    )
     parser.add_argument(
         "--selector",
         default=os.environ.get("COMPACTOR_SELECTOR", "local"),
         help="local | openai | package.module:Class (default: COMPACTOR_SELECTOR or local)",
     )
-    parser.add_argument("--budget", type=int, default=None, help="token budget for every tool (default: per tool)")
+    parser.add_argument(
+        "--budget", type=int, default=None, help="token budget for every tool (default: per tool)"
+    )
     parser.add_argument("--processing-guarantee", choices=GUARANTEES, default="at_least_once")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 

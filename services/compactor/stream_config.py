@@ -38,5 +38,7 @@ class StreamConfig:
 
     def broker_urls(self) -> list[str]:
         """faust's broker URLs from a Kafka bootstrap list (`host:port,host:port`)."""
-        hosts = [h.strip().removeprefix("PLAINTEXT://") for h in self.bootstrap_servers.split(",") if h.strip()]
+        hosts = [
+            h.strip().removeprefix("PLAINTEXT://") for h in self.bootstrap_servers.split(",") if h.strip()
+        ]
         return [h if h.startswith("kafka://") else f"kafka://{h}" for h in hosts]

@@ -23,23 +23,46 @@ class StreamMetrics:
         self.events = Counter(
             "compactor_events_total", "Records handled, by outcome", ["outcome"], registry=r
         )  # outcome: passthrough | compacted | dead_letter
-        self.compacted = Counter("compactor_tool_results_total", "Tool results compacted", ["tool"], registry=r)
+        self.compacted = Counter(
+            "compactor_tool_results_total", "Tool results compacted", ["tool"], registry=r
+        )
         self.ratio = Histogram(
-            "compactor_compaction_ratio", "raw_tokens / tokens per tool result", ["tool"], buckets=RATIO_BUCKETS, registry=r
+            "compactor_compaction_ratio",
+            "raw_tokens / tokens per tool result",
+            ["tool"],
+            buckets=RATIO_BUCKETS,
+            registry=r,
         )
         self.tokens = Counter("compactor_tokens_total", "Tokens, raw and compact", ["kind"], registry=r)
         self.budget_violations = Counter(
-            "compactor_budget_violations_total", "Tool results whose digest exceeded the budget", ["tool"], registry=r
+            "compactor_budget_violations_total",
+            "Tool results whose digest exceeded the budget",
+            ["tool"],
+            registry=r,
         )
-        self.dead_letters = Counter("compactor_dlq_total", "Records sent to the dead-letter topic", registry=r)
+        self.dead_letters = Counter(
+            "compactor_dlq_total", "Records sent to the dead-letter topic", registry=r
+        )
         self.selector_calls = Counter(
-            "compactor_selector_calls_total", "Calls to the selector (recorded choices excluded)", ["model"], registry=r
+            "compactor_selector_calls_total",
+            "Calls to the selector (recorded choices excluded)",
+            ["model"],
+            registry=r,
         )
         self.selections_reused = Counter(
-            "compactor_selections_reused_total", "Recorded selections reused instead of calling the selector", registry=r
+            "compactor_selections_reused_total",
+            "Recorded selections reused instead of calling the selector",
+            registry=r,
         )
-        self.lag = Gauge("compactor_consumer_lag", "highwater - next offset, per source partition", ["partition"], registry=r)
-        self.assigned = Gauge("compactor_assigned_partitions", "Source partitions assigned to this worker", registry=r)
+        self.lag = Gauge(
+            "compactor_consumer_lag",
+            "highwater - next offset, per source partition",
+            ["partition"],
+            registry=r,
+        )
+        self.assigned = Gauge(
+            "compactor_assigned_partitions", "Source partitions assigned to this worker", registry=r
+        )
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
         start_http_server(port, addr=addr, registry=self.registry)

@@ -54,5 +54,7 @@ class CountingSelector:
         self.calls += 1
         if self._on_call is not None:
             self._on_call(self.model)
-        log.info("selector called", extra={"model": self.model, "candidates": len(candidates), "room": budget})
+        log.info(
+            "selector called", extra={"model": self.model, "candidates": len(candidates), "room": budget}
+        )
         return self.inner.select(candidates, budget, context)

@@ -133,7 +133,7 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
             observe_lag(msg.tp, msg.offset)
             yield None
 
-    @app.on_partitions_assigned.connect
+    @app.on_partitions_assigned.connect  # type: ignore[arg-type]
     async def on_assigned(sender: Any, assigned: set[TP], **kwargs: Any) -> None:
         mine = sorted(tp.partition for tp in assigned if tp.topic == config.events_topic)
         metrics.assigned.set(len(mine))

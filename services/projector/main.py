@@ -8,6 +8,8 @@ import signal
 import threading
 from types import FrameType
 
+import psycopg
+
 from schemas import topics
 from services.projector.metrics import Metrics
 from services.projector.projector import DEFAULT_GROUP, Projector, ProjectorConfig
@@ -55,5 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    Projector(config, metrics).run(stop)
+    try:
+        Projector(config, metrics).run(stop)
+    except psycopg.OperationalError as exc:  # only at start-up: once running, Postgres outages are retried
+        raise UserFacingError(f"cannot reach Postgres: {' '.join(str(exc).split())}") from None
     return 0

@@ -27,7 +27,7 @@ from schemas.events import (
     canonical_json,
 )
 from schemas.ids import NULL_ROUND, canonical_args_hash
-from schemas.tokens import count_value_tokens
+from schemas.tokens import count_tokens, count_value_tokens
 
 
 class MappingError(ValueError):
@@ -123,17 +123,26 @@ def _json(value: Any) -> str:
 def _row(
     event: EventBase, role: str, content: Any, *, compact: Any = None, tool_call_id: str | None = None
 ) -> Row:
+    content_json = _json(content)
+    compact_json = None if compact is None else _json(compact)
     return Row(
         id=event.message_id,
         thread_ts=event.thread_ts,
         round=event.round,
         role=role,
         tool_call_id=tool_call_id,
-        content=_json(content),
-        compact=None if compact is None else _json(compact),
-        tokens=count_value_tokens(content if compact is None else compact),
+        content=content_json,
+        compact=compact_json,
+        tokens=_tokens(
+            content if compact is None else compact, content_json if compact_json is None else compact_json
+        ),
         created_at=event.event_time,
     )
+
+
+def _tokens(value: Any, value_json: str) -> int:
+    """count_value_tokens(value), reusing the JSON already rendered (render_for_model's exact text)."""
+    return count_tokens(value) if isinstance(value, str) else count_tokens(value_json)
 
 
 def _place(row: Row) -> Op:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -26,7 +27,7 @@ from services.projector.projector import (
     migrate_schema,
     take_batch,
 )
-from services.projector.writer import Incoming
+from services.projector.writer import Incoming, Prepared, prepare
 from services.runtime.errors import UserFacingError
 from services.runtime.kafka import consumer_config
 from services.runtime.logs import configure_logging
@@ -84,26 +85,14 @@ def replay(config: ProjectorConfig, *, from_beginning: bool = False, progress: b
         )
         if pending:
             consumer.assign([TopicPartition(config.topic, p, start[p]) for p in sorted(pending)])
-        while pending:
-            batch: list[Incoming] = []
-            received = time.time()
-            for m in take_batch(consumer, config.batch_size, 0.5):
-                err = m.error()
-                p = m.partition() or 0
-                offset = m.offset() or 0
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(p)
-                        continue
-                    raise KafkaException(err)
-                if p not in pending or offset >= high[p]:
-                    pending.discard(p)
-                    continue
-                batch.append(Incoming.from_message(m, received))
-                if offset + 1 >= high[p]:
-                    pending.discard(p)
-            if batch:
-                outcome = writer.write(batch)
+        # Decode the next batch in a helper thread while this one commits (psycopg waits without the GIL).
+        executor = ThreadPoolExecutor(1, thread_name_prefix="replay-decode")
+        in_flight: Future[Prepared] | None = None
+        while pending or in_flight is not None:
+            batch = _next_batch(consumer, config, pending, high) if pending else []
+            upcoming = executor.submit(prepare, batch) if batch else None
+            if in_flight is not None:
+                outcome = writer.write_prepared(in_flight.result())
                 events += outcome.events
                 letters += outcome.dead_letters
                 rounds += outcome.rounds_committed
@@ -112,12 +101,38 @@ def replay(config: ProjectorConfig, *, from_beginning: bool = False, progress: b
                     advanced += n - position[p]
                     position[p] = n
                 bar.update(advanced)
+            in_flight = upcoming
+        executor.shutdown()
         bar.close()
         return ReplayResult(events, letters, rounds, time.monotonic() - began, position)
     finally:
         consumer.close()
         writer.producer.flush(10)
         writer.close()
+
+
+def _next_batch(
+    consumer: Consumer, config: ProjectorConfig, pending: set[int], high: dict[int, int]
+) -> list[Incoming]:
+    """The next records below the captured high watermarks; a partition leaves `pending` at its end."""
+    batch: list[Incoming] = []
+    received = time.time()
+    for m in take_batch(consumer, config.batch_size, 0.5):
+        err = m.error()
+        p = m.partition() or 0
+        offset = m.offset() or 0
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                pending.discard(p)
+                continue
+            raise KafkaException(err)
+        if p not in pending or offset >= high[p]:
+            pending.discard(p)
+            continue
+        batch.append(Incoming.from_message(m, received))
+        if offset + 1 >= high[p]:
+            pending.discard(p)
+    return batch
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -40,6 +40,21 @@ _ROW_ARRAYS = (
 )
 _ROW_COLUMNS = "id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at"
 
+# The fast plan ships rows as ONE jsonb array parameter: the JSON columns are embedded as they are
+# already serialised, and the server parses it in C, where psycopg's array dumper is Python.
+_ROWS_FROM_JSON = (
+    "SELECT e->>0 AS id, e->>1 AS thread_ts, (e->>2)::int AS round, e->>3 AS role, e->>4 AS tool_call_id,"
+    " e->5 AS content, nullif(e->6, 'null'::jsonb) AS compact, (e->>7)::int AS tokens,"
+    " (e->>8)::timestamptz AS created_at, (e->>9)::bigint AS pos, j.ord"
+    " FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS j(e, ord)"
+)
+
+INSERT_STAGED_JSON = (
+    f"INSERT INTO round_staging ({_ROW_COLUMNS}) SELECT {_ROW_COLUMNS} FROM ({_ROWS_FROM_JSON}) r"
+    " WHERE NOT EXISTS (SELECT 1 FROM agent_messages m WHERE m.id = r.id)"
+    " ORDER BY r.ord ON CONFLICT (id) DO NOTHING"
+)
+
 INSERT_VISIBLE = (
     f"INSERT INTO agent_messages ({_ROW_COLUMNS}) SELECT {_ROW_COLUMNS} FROM {_ROW_ARRAYS}"
     " ORDER BY r.ord ON CONFLICT (id) DO NOTHING"
@@ -120,69 +135,42 @@ SELECT v.ok,
 FROM verdict v
 """
 
-# The fast plan's one statement: every visible row and every round of the batch, in batch order.
-# `pos` is the operation's position in the batch; a round's rows sort at its marker's position,
-# in the marker's listed order. Verification is per marker, exactly as COMMIT_ROUND does it.
-PUBLISH = """
-WITH v AS (
-    SELECT * FROM unnest(%s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::jsonb[], %s::jsonb[],
-                         %s::int[], %s::timestamptz[], %s::bigint[])
-        AS v(id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at, pos)
-), listed AS (
-    SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[], %s::int[])
-        AS l(pos, thread_ts, round, id, ord)
-), staged AS (
-    SELECT s.*, l.pos, l.ord FROM listed l JOIN round_staging s ON s.id = l.id
-), visible AS (
-    SELECT l.pos, m.id, m.role, m.tool_call_id FROM listed l JOIN agent_messages m ON m.id = l.id
-), missing AS (
-    SELECT l.pos, l.id FROM listed l
-    WHERE NOT EXISTS (SELECT 1 FROM staged s WHERE s.pos = l.pos AND s.id = l.id)
-      AND NOT EXISTS (SELECT 1 FROM visible x WHERE x.pos = l.pos AND x.id = l.id)
-), answered AS (
-    SELECT pos, tool_call_id FROM staged WHERE role = 'tool' AND tool_call_id IS NOT NULL
-    UNION
-    SELECT pos, tool_call_id FROM visible WHERE role = 'tool' AND tool_call_id IS NOT NULL
-), unanswered AS (
-    SELECT s.pos, s.id || ' -> ' || coalesce(c ->> 'id', '?') AS what
-    FROM staged s
-    CROSS JOIN LATERAL jsonb_array_elements(
-        CASE WHEN jsonb_typeof(s.content -> 'tool_calls') = 'array' THEN s.content -> 'tool_calls'
-             ELSE '[]'::jsonb END) AS c
-    WHERE s.role = 'ai'
-      AND NOT EXISTS (SELECT 1 FROM answered a WHERE a.pos = s.pos AND a.tool_call_id = c ->> 'id')
-), verdict AS (
-    SELECT m.pos, m.thread_ts, m.round,
-           NOT EXISTS (SELECT 1 FROM missing x WHERE x.pos = m.pos)
-           AND NOT EXISTS (SELECT 1 FROM unanswered u WHERE u.pos = m.pos) AS ok
-    FROM (SELECT DISTINCT pos, thread_ts, round FROM listed) m
+# The fast plan looks up, in one query, where every id the batch's markers list stands now...
+LOOKUP = """
+SELECT s.id, true, s.role, s.tool_call_id,
+       CASE WHEN jsonb_typeof(s.content -> 'tool_calls') = 'array'
+            THEN ARRAY(SELECT c ->> 'id' FROM jsonb_array_elements(s.content -> 'tool_calls') AS c) END
+FROM round_staging s WHERE s.id = ANY(%s::text[])
+UNION ALL
+SELECT m.id, false, m.role, m.tool_call_id, NULL FROM agent_messages m WHERE m.id = ANY(%s::text[])
+"""
+
+# ...then publishes every visible row and every verified round in one statement, in batch order:
+# a round's rows sort at its marker's position, in the marker's listed order.
+PUBLISH = f"""
+WITH pub AS (
+    SELECT * FROM unnest(%s::text[], %s::bigint[], %s::int[]) AS p(id, k1, k2)
 ), moved AS (
-    INSERT INTO agent_messages (id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at)
-    SELECT id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at FROM (
-        SELECT v.id, v.thread_ts, v.round, v.role, v.tool_call_id, v.content, v.compact, v.tokens,
-               v.created_at, v.pos AS k1, 0 AS k2
-        FROM v
+    INSERT INTO agent_messages ({_ROW_COLUMNS})
+    SELECT {_ROW_COLUMNS} FROM (
+        SELECT r.id, r.thread_ts, r.round, r.role, r.tool_call_id, r.content, r.compact, r.tokens,
+               r.created_at, r.pos AS k1, 0 AS k2
+        FROM ({_ROWS_FROM_JSON}) r
         UNION ALL
         SELECT s.id, s.thread_ts, s.round, s.role, s.tool_call_id, s.content, s.compact, s.tokens,
-               s.created_at, s.pos, s.ord
-        FROM staged s JOIN verdict d ON d.pos = s.pos AND d.ok
+               s.created_at, p.k1, p.k2
+        FROM pub p JOIN round_staging s ON s.id = p.id
     ) u ORDER BY k1, k2
     ON CONFLICT (id) DO NOTHING
-    RETURNING id
+    RETURNING 1
 ), cleared AS (
-    DELETE FROM round_staging r USING listed l, verdict d
-    WHERE d.pos = l.pos AND d.ok AND r.id = l.id RETURNING 1
-), bumped AS (
-    UPDATE incident_state i SET rounds = greatest(i.rounds, b.r)
-    FROM (SELECT thread_ts, max(round) AS r FROM verdict WHERE ok GROUP BY thread_ts) b
-    WHERE i.thread_ts = b.thread_ts RETURNING 1
+    DELETE FROM round_staging r USING pub p WHERE r.id = p.id RETURNING 1
 )
-SELECT d.pos, d.ok,
-       (SELECT array_agg(x.id ORDER BY x.id) FROM missing x WHERE x.pos = d.pos),
-       (SELECT array_agg(u.what ORDER BY u.what) FROM unanswered u WHERE u.pos = d.pos),
-       (SELECT count(*) FROM moved mv JOIN listed l ON l.id = mv.id AND l.pos = d.pos)
-FROM verdict d ORDER BY d.pos
+UPDATE incident_state i SET rounds = greatest(i.rounds, b.r)
+FROM unnest(%s::text[], %s::int[]) AS b(thread_ts, r)
+WHERE i.thread_ts = b.thread_ts
 """
+
 
 RE_RENDER = """
 WITH visible AS (
@@ -259,6 +247,27 @@ def _row_params(rows: Sequence[Row]) -> list[list[Any]]:
         [r.tokens for r in rows],
         [r.created_at for r in rows],
     ]
+
+
+def _quote(text: str) -> str:
+    """A JSON string literal; the common case (ids, thread_ts, roles) skips json.dumps."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return json.dumps(text)
+
+
+def _rows_json(rows: Sequence[Row], positions: Sequence[int] | None = None) -> str:
+    """Rows as one JSON array of arrays, in the column order of _ROWS_FROM_JSON."""
+    q = _quote
+    parts = []
+    for k, r in enumerate(rows):
+        parts.append(
+            f"[{q(r.id)},{q(r.thread_ts)},{'null' if r.round is None else r.round},{q(r.role)},"
+            f"{'null' if r.tool_call_id is None else q(r.tool_call_id)},{r.content},"
+            f'{"null" if r.compact is None else r.compact},{r.tokens},"{r.created_at.isoformat()}",'
+            f"{0 if positions is None else positions[k]}]"
+        )
+    return "[" + ",".join(parts) + "]"
 
 
 def _digest_params(digests: Sequence[CacheDigest]) -> list[list[Any]]:
@@ -422,6 +431,49 @@ def fast_plan_applies(items: Sequence[tuple[int, Sequence[Op]]]) -> bool:
     return True
 
 
+def verify_rounds(
+    markers: Sequence[tuple[int, int, CommitRound]], found: Iterable[tuple[Any, ...]]
+) -> tuple[list[tuple[int, int, CommitRound, list[str]]], list[Rejection]]:
+    """Decide every marker of a batch, in order, as COMMIT_ROUND would one by one.
+
+    `found` is the LOOKUP result. Returns the published rounds (with the ids that move out of
+    staging) and the rejections. A published round's rows count as visible for later markers.
+    """
+    staged: dict[str, tuple[str, str | None, list[str] | None]] = {}
+    visible: dict[str, tuple[str, str | None]] = {}
+    for mid, is_staged, role, tcid, calls in found:
+        if is_staged:
+            staged[mid] = (role, tcid, calls)
+        else:
+            visible[mid] = (role, tcid)
+    published: list[tuple[int, int, CommitRound, list[str]]] = []
+    rejections: list[Rejection] = []
+    for index, pos, op in markers:
+        ids = op.message_ids
+        missing = sorted(m for m in ids if m not in staged and m not in visible)
+        answered = set()
+        for m in ids:
+            info = staged.get(m) or visible.get(m)
+            if info is not None and info[0] == "tool" and info[1] is not None:
+                answered.add(info[1])
+        unanswered = sorted(
+            f"{m} -> {call}"
+            for m in ids
+            if m in staged and staged[m][0] == "ai"
+            for call in staged[m][2] or []
+            if call not in answered
+        )
+        if missing or unanswered:
+            rejections.append(Rejection(index, _round_reason(op, missing, unanswered)))
+            continue
+        moving = [m for m in ids if m in staged]
+        for m in moving:
+            role, tcid, _calls = staged.pop(m)
+            visible[m] = (role, tcid)
+        published.append((index, pos, op, moving))
+    return published, rejections
+
+
 def _apply_fast(
     conn: psycopg.Connection,
     items: Sequence[tuple[int, Sequence[Op]]],
@@ -434,7 +486,7 @@ def _apply_fast(
     notify: bool,
     threads: Iterable[str],
 ) -> BatchResult:
-    """The whole batch in about six statements (see fast_plan_applies for when this is exact)."""
+    """The whole batch in two pipelined round trips (see fast_plan_applies for when this is exact)."""
     result = BatchResult()
     touched: set[str] = set(threads)
     staged: list[Row] = []
@@ -442,8 +494,7 @@ def _apply_fast(
     visible_pos: list[int] = []
     digests: list[CacheDigest] = []
     states: list[UpsertState] = []
-    markers: dict[int, tuple[int, CommitRound]] = {}
-    listed: list[list[Any]] = [[], [], [], [], []]
+    markers: list[tuple[int, int, CommitRound]] = []
     pos = 0
     for index, ops in items:
         for op in ops:
@@ -461,37 +512,54 @@ def _apply_fast(
                 states.append(op)
                 touched.add(op.thread_ts)
             elif isinstance(op, CommitRound):
-                markers[pos] = (index, op)
+                markers.append((index, pos, op))
                 touched.add(op.thread_ts)
-                for k, mid in enumerate(op.message_ids, start=1):
-                    for column, value in zip(listed, (pos, op.thread_ts, op.round, mid, k), strict=True):
-                        column.append(value)
+    listed = sorted({m for _i, _p, op in markers for m in op.message_ids})
     with conn.pipeline():
         lock_cur = conn.cursor()
         lock_cur.execute(LOCK_OFFSETS, (group, topic, sorted(set(partitions))))
         cur = conn.cursor()
         if staged:
-            cur.execute(INSERT_STAGED, _row_params(staged))
+            cur.execute(INSERT_STAGED_JSON, (_rows_json(staged),))
         if digests:
             cur.execute(INSERT_DIGESTS, _digest_params(digests))
         if states:
             cur.executemany(UPSERT_STATE, [_state_params(st) for st in states])
-        publish_cur = conn.cursor()
-        if visible or markers:
-            publish_cur.execute(PUBLISH, [*_row_params(visible), visible_pos, *listed])
+        lookup_cur = conn.cursor()
+        if listed:
+            lookup_cur.execute(LOOKUP, (listed, listed))
+    result.stored_offsets = {int(p): int(n) for p, n in lock_cur.fetchall()}
+    published, result.rejections = verify_rounds(markers, lookup_cur.fetchall() if listed else [])
+    pub_ids: list[str] = []
+    pub_k1: list[int] = []
+    pub_k2: list[int] = []
+    bumps: dict[str, int] = {}
+    for _index, marker_pos, op, moving in published:
+        order = {m: k for k, m in enumerate(op.message_ids)}
+        for m in moving:
+            pub_ids.append(m)
+            pub_k1.append(marker_pos)
+            pub_k2.append(order[m] + 1)
+        bumps[op.thread_ts] = max(bumps.get(op.thread_ts, 0), op.round)
+        result.rounds_committed += 1 if moving else 0  # a marker delivered again publishes nothing
+    with conn.pipeline():
+        if visible or pub_ids:
+            cur.execute(
+                PUBLISH,
+                [
+                    pub_ids,
+                    pub_k1,
+                    pub_k2,
+                    _rows_json(visible, visible_pos),
+                    list(bumps),
+                    list(bumps.values()),
+                ],
+            )
         if next_offsets:
             parts = sorted(next_offsets)
             cur.execute(SAVE_OFFSETS, (group, topic, parts, [next_offsets[p] for p in parts]))
         if notify and touched:
             cur.execute(NOTIFY, (NOTIFY_CHANNEL, schema, sorted(touched)))
-    result.stored_offsets = {int(p): int(n) for p, n in lock_cur.fetchall()}
-    if visible or markers:
-        for marker_pos, ok, missing, unanswered, moved in publish_cur.fetchall():
-            index, op = markers[int(marker_pos)]
-            if ok:
-                result.rounds_committed += 1 if moved else 0
-            else:
-                result.rejections.append(Rejection(index, _round_reason(op, missing, unanswered)))
     return result
 
 

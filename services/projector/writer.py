@@ -25,8 +25,9 @@ from typing import Any
 
 import psycopg
 from confluent_kafka import KafkaError, Message, Producer
+from pydantic import TypeAdapter
 
-from schemas.events import DeadLetter, EventBase, EventDecodeError, parse_event
+from schemas.events import DeadLetter, EventBase, EventDecodeError, ThreadEvent, parse_event
 from services.projector import store
 from services.projector.mapping import MappingError, Op, map_event, reported_tokens_mismatch
 from services.projector.metrics import Metrics
@@ -35,6 +36,7 @@ from services.runtime.logs import about
 
 log = logging.getLogger("projector.writer")
 
+_EVENTS: TypeAdapter[Any] = TypeAdapter(ThreadEvent)
 DATA_ERRORS = (psycopg.IntegrityError, psycopg.DataError)
 STAGE = "projector"
 
@@ -81,12 +83,37 @@ def decode(incoming: Incoming) -> Decoded:
         decoded.error = "empty record (no value)"
         return decoded
     try:
-        decoded.event = parse_event(incoming.value)
+        try:  # the fast path: pydantic parses the bytes itself; parse_event gives the reason otherwise
+            decoded.event = _EVENTS.validate_json(incoming.value)
+        except ValueError:
+            decoded.event = parse_event(incoming.value)
         decoded.ops = map_event(decoded.event)
     except (EventDecodeError, MappingError) as exc:
         decoded.error = str(exc)
         decoded.ops = []
     return decoded
+
+
+@dataclass(frozen=True)
+class Prepared:
+    decoded: list[Decoded]
+    next_offsets: dict[int, int]
+
+
+def prepare(batch: Sequence[Incoming]) -> Prepared:
+    """Decode and map a batch (pure, no I/O) and compute the offsets it will commit."""
+    decoded = [decode(i) for i in batch]
+    for d in decoded:
+        if d.event is not None and (mismatch := reported_tokens_mismatch(d.event, d.ops)) is not None:
+            log.warning(
+                "event carries tokens=%d, projection counts %d; the projection's count is stored",
+                *mismatch,
+                extra=about(d.event.thread_ts, d.event.message_id),
+            )
+    next_offsets: dict[int, int] = {}
+    for i in batch:
+        next_offsets[i.partition] = max(next_offsets.get(i.partition, -1), i.offset + 1)
+    return Prepared(decoded, next_offsets)
 
 
 @dataclass
@@ -159,7 +186,7 @@ class BatchWriter:
                     "%s failed, retrying in %.1fs: %s",
                     what,
                     delay,
-                    str(exc).strip().splitlines()[0:1],
+                    " ".join(str(exc).strip().splitlines()[:1]),
                     extra=about(None, error=type(exc).__name__),
                 )
                 if self.metrics is not None:
@@ -187,17 +214,11 @@ class BatchWriter:
 
     def write(self, batch: Sequence[Incoming], stop: threading.Event | None = None) -> WriteOutcome:
         """Project `batch` (partition order preserved) and commit it with its offsets, exactly once."""
-        decoded = [decode(i) for i in batch]
-        for d in decoded:
-            if d.event is not None and (mismatch := reported_tokens_mismatch(d.event, d.ops)) is not None:
-                log.warning(
-                    "event carries tokens=%d, projection counts %d; the projection's count is stored",
-                    *mismatch,
-                    extra=about(d.event.thread_ts, d.event.message_id),
-                )
-        next_offsets: dict[int, int] = {}
-        for i in batch:
-            next_offsets[i.partition] = max(next_offsets.get(i.partition, -1), i.offset + 1)
+        return self.write_prepared(prepare(batch), stop)
+
+    def write_prepared(self, prepared: Prepared, stop: threading.Event | None = None) -> WriteOutcome:
+        """Commit a batch `prepare` decoded (possibly in another thread, while the last one committed)."""
+        decoded, next_offsets = prepared.decoded, prepared.next_offsets
         outcome = self.retrying("project batch", lambda: self._commit(decoded, next_offsets), stop)
         for p, n in next_offsets.items():
             self.expected[p] = n

@@ -164,7 +164,9 @@ class Procs:
     def start(self, name: str, *args: str) -> Proc:
         log_path = self.tmp / f"{name}-{len(self.started)}.log"
         with log_path.open("wb") as log_file:
-            proc = subprocess.Popen([str(CLI), *args], stdout=log_file, stderr=subprocess.STDOUT, env=self.env)
+            proc = subprocess.Popen(
+                [str(CLI), *args], stdout=log_file, stderr=subprocess.STDOUT, env=self.env
+            )
         started = Proc(name, proc, log_path)
         self.started.append(started)
         return started
@@ -182,7 +184,11 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, procs: Pro
             return value
         for p in procs.started if procs else []:
             if p.proc.poll() is not None and p.name != "agent":
-                raise AssertionError(f"{p.name} exited ({p.proc.returncode}):\n{p.log_path.read_text()[-3000:]}")
+                raise AssertionError(
+                    f"{p.name} exited ({p.proc.returncode}):\n{p.log_path.read_text()[-3000:]}"
+                )
         time.sleep(0.1)
-    tails = "\n".join(f"--- {p.name}\n{p.log_path.read_text()[-2500:]}" for p in (procs.started if procs else []))
+    tails = "\n".join(
+        f"--- {p.name}\n{p.log_path.read_text()[-2500:]}" for p in (procs.started if procs else [])
+    )
     raise AssertionError(f"timed out waiting for {what}\n{tails}")

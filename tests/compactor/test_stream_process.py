@@ -28,14 +28,22 @@ def word(i: int) -> str:
 
 
 def loki(n: int, level: str = "info") -> dict[str, Any]:
-    values = [[str(1773457200000000000 + i * 10**9), f"{level} worker {word(i)} finished batch"] for i in range(n)]
-    return {"status": "success", "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]}}
+    values = [
+        [str(1773457200000000000 + i * 10**9), f"{level} worker {word(i)} finished batch"] for i in range(n)
+    ]
+    return {
+        "status": "success",
+        "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]},
+    }
 
 
 def repetitive(n: int) -> dict[str, Any]:
     """`n` lines of one pattern (numbers differ), the shape compaction shrinks most."""
     values = [[str(1773457200000000000 + i * 10**9), f"GET /health status=200 took={i}ms"] for i in range(n)]
-    return {"status": "success", "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]}}
+    return {
+        "status": "success",
+        "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]},
+    }
 
 
 def tool_result(raw: Any, tool: str = "query_loki", i: int = 0) -> ToolResult:
@@ -69,7 +77,9 @@ class Counting:
 
 
 def test_non_tool_event_is_forwarded_as_the_same_bytes() -> None:
-    human = HumanMessage(thread_ts=TS, message_id=f"{TS}:-:human:1", event_time=NOW, user="U1", ts="1", text="hi")
+    human = HumanMessage(
+        thread_ts=TS, message_id=f"{TS}:-:human:1", event_time=NOW, user="U1", ts="1", text="hi"
+    )
     # Non-canonical spacing on purpose: the forward must not re-serialise.
     value = json.dumps(human.model_dump(mode="json"), indent=1).encode()
     result = run(value)
@@ -98,7 +108,11 @@ def test_selection_is_recorded_then_reused_without_calling_the_selector() -> Non
     first = run(event.to_bytes(), store, selector=counting, budget=150)
     assert isinstance(first, Compacted) and first.record is not None
     assert counting.calls == 1
-    assert first.selection_key == selection_key(raw_sha256(event.raw)) == f"{raw_sha256(event.raw)}:{COMPACTOR_VERSION}"
+    assert (
+        first.selection_key
+        == selection_key(raw_sha256(event.raw))
+        == f"{raw_sha256(event.raw)}:{COMPACTOR_VERSION}"
+    )
     store[first.selection_key] = first.record
     again = run(event.to_bytes(), store, selector=counting, budget=150)
     assert isinstance(again, Compacted)

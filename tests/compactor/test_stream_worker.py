@@ -10,9 +10,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import string
 import signal
 import socket
+import string
 import subprocess
 import sys
 import time
@@ -29,28 +29,40 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from schemas.events import CompactedToolResult, DeadLetter, EventBase, HumanMessage, ToolResult, parse_event
+from schemas.events import CompactedToolResult, DeadLetter, HumanMessage, ToolResult, parse_event
 from schemas.topics import TopicSpec, ensure_topics
+from services.runtime.kafka import producer_config
 
 pytestmark = pytest.mark.stack
 
 CLI = Path(sys.executable).with_name("incident-memory")
 NOW = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)
-BUDGET_ENV = json.dumps({"query_loki": 150})  # small, so `loki(30)` needs the selector and error floods exceed it
+BUDGET_ENV = json.dumps(
+    {"query_loki": 150}
+)  # small, so `loki(30)` needs the selector and error floods exceed it
 START_TIMEOUT = 60.0
 
 
 def loki(n: int, level: str = "info") -> dict[str, Any]:
     """`n` lines, each its own pattern (digit-free distinct words): over a small budget it needs the selector."""
     words = [string.ascii_lowercase[i // 26 % 26] + string.ascii_lowercase[i % 26] + "x" for i in range(n)]
-    values = [[str(1773457200000000000 + i * 10**9), f"{level} worker {w} finished batch"] for i, w in enumerate(words)]
-    return {"status": "success", "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]}}
+    values = [
+        [str(1773457200000000000 + i * 10**9), f"{level} worker {w} finished batch"]
+        for i, w in enumerate(words)
+    ]
+    return {
+        "status": "success",
+        "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]},
+    }
 
 
 def repetitive(n: int) -> dict[str, Any]:
     """`n` lines of one pattern: compacts without a selector."""
     values = [[str(1773457200000000000 + i * 10**9), f"GET /health status=200 took={i}ms"] for i in range(n)]
-    return {"status": "success", "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]}}
+    return {
+        "status": "success",
+        "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]},
+    }
 
 
 def free_port() -> int:
@@ -80,7 +92,9 @@ class Worker:
         return [r["partitions"] for r in self.logs() if r.get("msg") == "partitions assigned"]
 
     def metric(self, name: str, **labels: str) -> float:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
+        text = (
+            urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
+        )
         total = 0.0
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -106,7 +120,13 @@ class Workers:
     started: list[Worker] = field(default_factory=list)
 
     def start(
-        self, topics: dict[str, str], app_id: str, *, selections: str, compacted: str | None = None, extra: tuple[str, ...] = ()
+        self,
+        topics: dict[str, str],
+        app_id: str,
+        *,
+        selections: str,
+        compacted: str | None = None,
+        extra: tuple[str, ...] = (),
     ) -> Worker:
         port = free_port()
         name = f"w{len(self.started)}"
@@ -169,13 +189,17 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, worker: Wo
         if value:
             return value
         if worker is not None and worker.proc.poll() is not None:
-            pytest.fail(f"worker exited with {worker.proc.returncode} while waiting for {what}:\n{worker.log_path.read_text()[-3000:]}")
+            pytest.fail(
+                f"worker exited with {worker.proc.returncode} while waiting for {what}:\n{worker.log_path.read_text()[-3000:]}"
+            )
         time.sleep(0.2)
     pytest.fail(f"timed out after {timeout}s waiting for {what}")
 
 
 def wait_assigned(worker: Worker) -> list[int]:
-    return wait_for(lambda: (a := worker.assignments()) and a[-1], START_TIMEOUT, "a partition assignment", worker)
+    return wait_for(
+        lambda: (a := worker.assignments()) and a[-1], START_TIMEOUT, "a partition assignment", worker
+    )
 
 
 @dataclass(frozen=True)
@@ -188,7 +212,7 @@ class Record:
 
 def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> list[Record]:
     """Produce (key, value) in order; returns where each landed."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    producer = Producer(producer_config(bootstrap))  # ingest's config: idempotent, lz4-compressed
     landed: list[Record | None] = [None] * len(records)
     for i, (key, value) in enumerate(records):
 
@@ -203,10 +227,18 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> l
     return [r for r in landed if r is not None]
 
 
-def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list[Record]:
+def _record(msg: Any) -> Record:
+    return Record(int(msg.partition()), int(msg.offset()), msg.key(), bytes(msg.value() or b""))
+
+
+def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 120.0) -> list[Record]:
     """Every record of `topic` from the beginning, once `expected` have arrived (partition, offset order)."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
     )
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
@@ -216,10 +248,9 @@ def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -
         while len(out) < expected and time.monotonic() < deadline:
             for msg in consumer.consume(500, timeout=0.5):
                 assert msg.error() is None, msg.error()
-                out.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
+                out.append(_record(msg))
         # a short grace read, so a test also sees records beyond `expected` (duplicates, strays)
-        for msg in consumer.consume(500, timeout=1.0):
-            out.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
+        out += [_record(msg) for msg in consumer.consume(500, timeout=1.0)]
     finally:
         consumer.close()
     assert len(out) >= expected, f"{topic}: {len(out)} of {expected} records after {timeout}s"
@@ -227,7 +258,14 @@ def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -
 
 
 def human(thread: str, i: int) -> HumanMessage:
-    return HumanMessage(thread_ts=thread, message_id=f"{thread}:-:human:{i}", event_time=NOW, user="U1", ts=str(i), text=f"msg {i}")
+    return HumanMessage(
+        thread_ts=thread,
+        message_id=f"{thread}:-:human:{i}",
+        event_time=NOW,
+        user="U1",
+        ts=str(i),
+        text=f"msg {i}",
+    )
 
 
 def tool(thread: str, i: int, raw: Any, name: str = "query_loki") -> ToolResult:
@@ -252,11 +290,16 @@ def thread_ts(i: int) -> str:
 
 
 def test_mix_passthrough_compacted_in_order_and_bad_events_dead_lettered(
-    kafka_bootstrap: str, topic_names: dict[str, str], workers: Workers, extra_topics: Callable[[str, int], str]
+    kafka_bootstrap: str,
+    topic_names: dict[str, str],
+    workers: Workers,
+    extra_topics: Callable[[str, int], str],
 ) -> None:
     bad = {
         b"{not json": "not JSON",
-        json.dumps({**human("x", 0).model_dump(mode="json"), "schema_version": 9}).encode(): "unsupported schema_version",
+        json.dumps(
+            {**human("x", 0).model_dump(mode="json"), "schema_version": 9}
+        ).encode(): "unsupported schema_version",
         json.dumps({**human("x", 0).model_dump(mode="json"), "user": None}).encode(): "invalid event",
     }
     records: list[tuple[bytes, bytes]] = []
@@ -299,7 +342,9 @@ def test_mix_passthrough_compacted_in_order_and_bad_events_dead_lettered(
         inp = [r for r in valid if r.partition == partition]
         got = [r for r in out if r.partition == partition]
         assert [r.key for r in got] == [r.key for r in inp]
-        assert [parse_event(r.value).message_id for r in got] == [parse_event(r.value).message_id for r in inp]
+        assert [parse_event(r.value).message_id for r in got] == [
+            parse_event(r.value).message_id for r in inp
+        ]
         for src, dst in zip(inp, got, strict=True):
             event = parse_event(src.value)
             if isinstance(event, ToolResult):
@@ -335,12 +380,18 @@ def test_mix_passthrough_compacted_in_order_and_bad_events_dead_lettered(
 
 
 def test_replay_reuses_recorded_selections_and_gives_identical_bytes(
-    kafka_bootstrap: str, topic_names: dict[str, str], workers: Workers, extra_topics: Callable[[str, int], str]
+    kafka_bootstrap: str,
+    topic_names: dict[str, str],
+    workers: Workers,
+    extra_topics: Callable[[str, int], str],
 ) -> None:
     records = []
     for t in range(8):
         ts = thread_ts(t)
-        records += [(ts.encode(), tool(ts, 0, loki(30 + t)).to_bytes()), (ts.encode(), human(ts, 1).to_bytes())]
+        records += [
+            (ts.encode(), tool(ts, 0, loki(30 + t)).to_bytes()),
+            (ts.encode(), human(ts, 1).to_bytes()),
+        ]
     produce(kafka_bootstrap, topic_names["events"], records)
     selections = extra_topics("sel", 8)
 
@@ -351,13 +402,17 @@ def test_replay_reuses_recorded_selections_and_gives_identical_bytes(
 
     # the replay: a new consumer group from the beginning, into a new output topic
     replay_topic = extra_topics("replay", 8)
-    second = workers.start(topic_names, f"it-{uuid.uuid4().hex[:8]}", selections=selections, compacted=replay_topic)
+    second = workers.start(
+        topic_names, f"it-{uuid.uuid4().hex[:8]}", selections=selections, compacted=replay_topic
+    )
     out2 = read_all(kafka_bootstrap, replay_topic, len(records))
     assert [(r.partition, r.key, r.value) for r in out2] == [(r.partition, r.key, r.value) for r in out1]
     assert second.metric("compactor_selector_calls_total") == 0, "a replay must not ask the selector again"
     assert second.metric("compactor_selections_reused_total") == 8
     compacts = [e for r in out2 if isinstance(e := parse_event(r.value), CompactedToolResult)]
-    assert len(compacts) == 8 and all(e.selection and e.selection.model == "local-deterministic" for e in compacts)
+    assert len(compacts) == 8 and all(
+        e.selection and e.selection.model == "local-deterministic" for e in compacts
+    )
     assert second.stop() == 0
 
 
@@ -365,7 +420,10 @@ def test_replay_reuses_recorded_selections_and_gives_identical_bytes(
 
 
 def test_second_worker_splits_the_partitions_and_output_is_complete(
-    kafka_bootstrap: str, topic_names: dict[str, str], workers: Workers, extra_topics: Callable[[str, int], str]
+    kafka_bootstrap: str,
+    topic_names: dict[str, str],
+    workers: Workers,
+    extra_topics: Callable[[str, int], str],
 ) -> None:
     app_id = f"it-{uuid.uuid4().hex[:8]}"
     selections = extra_topics("sel", 8)
@@ -374,7 +432,10 @@ def test_second_worker_splits_the_partitions_and_output_is_complete(
         out = []
         for t in range(24):
             ts = f"17734585{t:02d}.000100"
-            out += [(ts.encode(), tool(ts, start, repetitive(20 + t)).to_bytes()), (ts.encode(), human(ts, start).to_bytes())]
+            out += [
+                (ts.encode(), tool(ts, start, repetitive(20 + t)).to_bytes()),
+                (ts.encode(), human(ts, start).to_bytes()),
+            ]
         return out
 
     before = batch(0)
@@ -389,7 +450,9 @@ def test_second_worker_splits_the_partitions_and_output_is_complete(
     def split() -> dict[str, set[int]] | None:
         group = admin.describe_consumer_groups([app_id])[app_id].result(timeout=10)
         members = {
-            m.client_id + m.member_id: {tp.partition for tp in m.assignment.topic_partitions if tp.topic == topic_names["events"]}
+            m.client_id + m.member_id: {
+                tp.partition for tp in m.assignment.topic_partitions if tp.topic == topic_names["events"]
+            }
             for m in group.members
         }
         if len(members) == 2 and all(members.values()) and str(group.state).endswith("STABLE"):
@@ -412,11 +475,3 @@ def test_second_worker_splits_the_partitions_and_output_is_complete(
     handled_b = b.metric("compactor_events_total")
     assert handled_b > 0, "the second worker must process its share"
     assert handled_a + handled_b >= len(before) + len(after)
-
-
-def _message_ids(records: list[Record]) -> list[str]:
-    return [parse_event(r.value).message_id for r in records]
-
-
-def _event(value: bytes) -> EventBase:
-    return parse_event(value)

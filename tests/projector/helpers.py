@@ -23,14 +23,21 @@ def apply_events(
         chunk = events[start : start + batch]
         with conn.transaction():
             result = store.apply_batch(
-                conn, [(start + k, map_event(e)) for k, e in enumerate(chunk)], group="g", topic="t",
-                partitions=[0], next_offsets={0: start + len(chunk)}, schema=schema,
+                conn,
+                [(start + k, map_event(e)) for k, e in enumerate(chunk)],
+                group="g",
+                topic="t",
+                partitions=[0],
+                next_offsets={0: start + len(chunk)},
+                schema=schema,
             )
         rejections.extend(result.rejections)
     return rejections
 
 
-def messages(conn: psycopg.Connection, schema: str | None = None, thread_ts: str | None = None) -> list[tuple[Any, ...]]:
+def messages(
+    conn: psycopg.Connection, schema: str | None = None, thread_ts: str | None = None
+) -> list[tuple[Any, ...]]:
     """agent_messages in seq order, every column but seq."""
     table = f'"{schema}".agent_messages' if schema else "agent_messages"
     where = " WHERE thread_ts = %s" if thread_ts else ""
@@ -40,7 +47,9 @@ def messages(conn: psycopg.Connection, schema: str | None = None, thread_ts: str
     return rows
 
 
-def table(conn: psycopg.Connection, name: str, schema: str | None = None, order: str = "1") -> list[tuple[Any, ...]]:
+def table(
+    conn: psycopg.Connection, name: str, schema: str | None = None, order: str = "1"
+) -> list[tuple[Any, ...]]:
     qualified = f'"{schema}".{name}' if schema else name
     rows = conn.execute(f"SELECT * FROM {qualified} ORDER BY {order}").fetchall()
     conn.commit()
@@ -108,8 +117,12 @@ def read_topic(bootstrap: str, topic: str, expect: int, timeout: float = 20) -> 
     from confluent_kafka import Consumer
 
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest",
-         "isolation.level": "read_committed"}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"read-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
     )
     consumer.subscribe([topic])
     got: list[Any] = []

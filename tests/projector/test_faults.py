@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -83,8 +82,11 @@ def assert_projection(conn: psycopg.Connection, expected: dict[str, list[str]]) 
 
 
 def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
-    start_projector: Callable[..., subprocess.Popen[bytes]], stack: Settings, pg_conn: psycopg.Connection,
-    pg_schema: str, topic_names: dict[str, str],
+    start_projector: Callable[..., subprocess.Popen[bytes]],
+    stack: Settings,
+    pg_conn: psycopg.Connection,
+    pg_schema: str,
+    topic_names: dict[str, str],
 ) -> None:
     topic, group = topic_names["compacted"], f"g-{pg_schema}"
     events = interleave([synthetic_thread(f"1710{k:06d}.000100") for k in range(1200)])
@@ -92,21 +94,28 @@ def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
     high = high_watermarks(stack.kafka_bootstrap_servers, topic)
     total = sum(high.values())
     first = start_projector(batch_size=300)
-    wait_until(lambda: sum(stored_offsets(pg_conn, group, topic).values()) > 0, 30, "first commits", every=0.01)
+    wait_until(
+        lambda: sum(stored_offsets(pg_conn, group, topic).values()) > 0, 30, "first commits", every=0.01
+    )
     first.send_signal(signal.SIGKILL)
     first.wait(10)
     done_at_kill = sum(stored_offsets(pg_conn, group, topic).values())
     assert 0 < done_at_kill < total, "the kill must land while the projector is still working"
-    start_projector(batch_size=300)
+    second = start_projector(batch_size=300)
     wait_until(lambda: caught_up(pg_conn, group, topic, high), 50, "restarted projector to catch up")
     assert_projection(pg_conn, expected_rows(events))
     assert table(pg_conn, "round_staging") == []
     assert len(table(pg_conn, "incident_state")) == 1200
+    second.send_signal(signal.SIGTERM)
+    assert second.wait(20) == 0  # SIGTERM: a clean exit, after the batch in hand
 
 
 def test_duplicates_and_a_round_that_never_commits(
-    start_projector: Callable[..., subprocess.Popen[bytes]], stack: Settings, pg_conn: psycopg.Connection,
-    pg_schema: str, topic_names: dict[str, str],
+    start_projector: Callable[..., subprocess.Popen[bytes]],
+    stack: Settings,
+    pg_conn: psycopg.Connection,
+    pg_schema: str,
+    topic_names: dict[str, str],
 ) -> None:
     topic, group = topic_names["compacted"], f"g-{pg_schema}"
     a, b = "1710400001.000100", "1710400002.000100"
@@ -142,7 +151,19 @@ def _restart_postgres() -> None:
 
     p = postgres_node.paths()
     bins = postgres_node.bin_dir(install=False)
-    argv = [str(bins / "pg_ctl"), "-D", str(p.data), "-l", str(p.log_file), "-m", "fast", "-w", "-t", "30", "restart"]
+    argv = [
+        str(bins / "pg_ctl"),
+        "-D",
+        str(p.data),
+        "-l",
+        str(p.log_file),
+        "-m",
+        "fast",
+        "-w",
+        "-t",
+        "30",
+        "restart",
+    ]
     if os.geteuid() == 0:
         argv = ["runuser", "-u", "postgres", "--", *argv]
     subprocess.run(argv, check=True, capture_output=True, cwd="/", timeout=60)
@@ -150,8 +171,12 @@ def _restart_postgres() -> None:
 
 @pytest.mark.reliability
 def test_postgres_restart_under_the_projector_loses_nothing(
-    start_projector: Callable[..., subprocess.Popen[bytes]], stack: Settings, pg_dsn: str, pg_schema: str,
+    start_projector: Callable[..., subprocess.Popen[bytes]],
+    stack: Settings,
+    pg_dsn: str,
+    pg_schema: str,
     topic_names: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     """Restarts the SHARED Postgres for about a second: other helpers' running tests may see it."""
     topic, group = topic_names["compacted"], f"g-{pg_schema}"
@@ -173,3 +198,4 @@ def test_postgres_restart_under_the_projector_loses_nothing(
         wait_until(lambda: caught_up(conn, group, topic, high), 50, "projector to catch up after the restart")
         assert_projection(conn, expected_rows(events))
     assert proc.poll() is None, "the projector must survive a Postgres restart"
+    assert "retrying" in (tmp_path / "projector-0.log").read_text(), "the restart must have hit the projector"

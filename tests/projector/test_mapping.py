@@ -56,11 +56,23 @@ def test_tokens_count_coalesce_compact_content_and_created_at_is_event_time() ->
 def test_row_content_per_role() -> None:
     rows = {op.row.role: op.row for op in ops_of_thread() if isinstance(op, InsertRow | StageRow)}
     assert set(json.loads(rows["alert"].content)) == {
-        "status", "service", "alertname", "fingerprint", "window_start", "window_end", "alert",
+        "status",
+        "service",
+        "alertname",
+        "fingerprint",
+        "window_start",
+        "window_end",
+        "alert",
     }
     assert set(json.loads(rows["human"].content)) == {"user", "ts", "text", "mention", "edit_of"}
     assert set(json.loads(rows["ai"].content)) == {"node", "text", "tool_calls", "model", "claims"}
-    assert set(json.loads(rows["judge"].content)) == {"grounded", "questions", "graded_claims", "hypothesis_id", "model"}
+    assert set(json.loads(rows["judge"].content)) == {
+        "grounded",
+        "questions",
+        "graded_claims",
+        "hypothesis_id",
+        "model",
+    }
     assert set(json.loads(rows["post"].content)) == {"kind", "text", "model"}
     tool = rows["tool"]
     assert json.loads(tool.content)["data"]["resultType"] == "streams"  # the raw, verbatim
@@ -94,8 +106,13 @@ def test_human_turn_is_round_null_even_if_the_event_names_a_round() -> None:
 
 def test_ai_with_tool_calls_outside_a_round_is_refused() -> None:
     event = AiMessage(
-        thread_ts=T, message_id=message_id(T, None, "investigate", 0), event_time=T0, node="investigate",
-        text="x", model="m", tool_calls=[ToolCall(id="c1", name="query_loki", args={})],
+        thread_ts=T,
+        message_id=message_id(T, None, "investigate", 0),
+        event_time=T0,
+        node="investigate",
+        text="x",
+        model="m",
+        tool_calls=[ToolCall(id="c1", name="query_loki", args={})],
     )
     with pytest.raises(MappingError, match="outside a round"):
         map_event(event)
@@ -103,8 +120,13 @@ def test_ai_with_tool_calls_outside_a_round_is_refused() -> None:
 
 def test_id_round_must_match_event_round() -> None:
     event = AiMessage(
-        thread_ts=T, message_id=message_id(T, 2, "investigate", 0), event_time=T0, round=1,
-        node="investigate", text="x", model="m",
+        thread_ts=T,
+        message_id=message_id(T, 2, "investigate", 0),
+        event_time=T0,
+        round=1,
+        node="investigate",
+        text="x",
+        model="m",
     )
     with pytest.raises(MappingError, match="names round"):
         map_event(event)
@@ -112,7 +134,10 @@ def test_id_round_must_match_event_round() -> None:
 
 def test_marker_listing_another_round_is_refused() -> None:
     marker = RoundCommitted(
-        thread_ts=T, message_id=message_id(T, 1, "commit", 0), event_time=T0, round=1,
+        thread_ts=T,
+        message_id=message_id(T, 1, "commit", 0),
+        event_time=T0,
+        round=1,
         message_ids=[message_id(T, 2, "post", 0)],
     )
     with pytest.raises(MappingError, match="outside"):
@@ -129,8 +154,14 @@ def test_marker_keeps_listed_order() -> None:
 def test_re_render_updates_compact_and_recounts_tokens() -> None:
     compact = {"headline": "api heap exhausted 09:02", "evidence": "x"}
     event = ReRendered(
-        thread_ts=T, message_id=message_id(T, 3, "rerender", 0), event_time=T0 + timedelta(hours=1), round=3,
-        target_id=message_id(T, 1, "tools", 0), compact=compact, tokens=999, policy="headline",
+        thread_ts=T,
+        message_id=message_id(T, 3, "rerender", 0),
+        event_time=T0 + timedelta(hours=1),
+        round=3,
+        target_id=message_id(T, 1, "tools", 0),
+        compact=compact,
+        tokens=999,
+        policy="headline",
     )
     (op,) = map_event(event)
     assert isinstance(op, ReRender)

@@ -34,8 +34,13 @@ def running(
     kafka_bootstrap: str, pg_dsn: str, pg_schema: str, topic_names: dict[str, str]
 ) -> Iterator[tuple[ProjectorConfig, Metrics]]:
     config = ProjectorConfig(
-        bootstrap_servers=kafka_bootstrap, dsn=pg_dsn, schema=pg_schema, topic=topic_names["compacted"],
-        dlq_topic=topic_names["dlq"], group=f"g-{pg_schema}", batch_size=50,
+        bootstrap_servers=kafka_bootstrap,
+        dsn=pg_dsn,
+        schema=pg_schema,
+        topic=topic_names["compacted"],
+        dlq_topic=topic_names["dlq"],
+        group=f"g-{pg_schema}",
+        batch_size=50,
     )
     metrics = Metrics()
     stop = threading.Event()
@@ -75,7 +80,9 @@ def test_duplicates_project_once_and_match_a_direct_projection(
             conn.execute(f'DROP SCHEMA "{pg_schema}_direct" CASCADE')
     # Metrics move just after the commit that the offsets reveal: wait for them, briefly.
     wait_until(lambda: metrics.value("projector_events_projected_total") == 2 * len(events), 5, "metrics")
-    assert metrics.value("projector_rounds_committed_total") == len(threads) * 2  # 2 rounds each; duplicates publish nothing
+    assert (
+        metrics.value("projector_rounds_committed_total") == len(threads) * 2
+    )  # 2 rounds each; duplicates publish nothing
     assert metrics.value("projector_dead_letters_total") == 0
 
 
@@ -99,7 +106,9 @@ def test_poison_events_go_to_the_dlq_and_the_partition_keeps_flowing(
     ]
     produce_raw(config.bootstrap_servers, config.topic, records)
     high = high_watermarks(config.bootstrap_servers, config.topic)
-    wait_until(lambda: caught_up(pg_conn, config.group, config.topic, high), 30, "projector to pass the poison")
+    wait_until(
+        lambda: caught_up(pg_conn, config.group, config.topic, high), 30, "projector to pass the poison"
+    )
     assert [r[0] for r in messages(pg_conn)] == [good.message_id, after.message_id]
     letters = [json.loads(m.value()) for m in read_topic(config.bootstrap_servers, config.dlq_topic, 3)]
     assert len(letters) == 3

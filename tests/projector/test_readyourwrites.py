@@ -8,7 +8,7 @@ import time
 import psycopg
 import pytest
 
-from benchmarks.bench_projector import synthetic_human, synthetic_round, T0
+from benchmarks.bench_projector import T0, synthetic_human, synthetic_round
 from services.projector.readyourwrites import wait_until_projected
 
 from .helpers import apply_events
@@ -66,7 +66,9 @@ def test_a_staged_tool_result_counts(pg_dsn: str, pg_conn: psycopg.Connection, p
     assert wait_until_projected(pg_dsn, T, tool.message_id, 5, schema=pg_schema) is True
 
 
-def test_times_out_false_and_ignores_other_schemas(pg_dsn: str, pg_conn: psycopg.Connection, pg_schema: str) -> None:
+def test_times_out_false_and_ignores_other_schemas(
+    pg_dsn: str, pg_conn: psycopg.Connection, pg_schema: str
+) -> None:
     began = time.monotonic()
     assert wait_until_projected(pg_dsn, T, f"{T}:-:human:never", 0.5, schema=pg_schema) is False
     assert 0.4 < time.monotonic() - began < 5

@@ -12,6 +12,7 @@ from benchmarks.bench_projector import T0, interleave, synthetic_human, syntheti
 from schemas.events import IncidentStateChanged, ReRendered, RoundCommitted
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
+
 from .helpers import apply_events, messages, table
 
 pytestmark = pytest.mark.stack
@@ -34,7 +35,9 @@ def test_seed_thread_lands_whole_in_order(pg_conn: psycopg.Connection, pg_schema
     assert all(":1:tools:" in mid for mid in digests.values())
 
 
-def test_batch_boundaries_do_not_change_the_projection(pg_dsn: str, pg_conn: psycopg.Connection, pg_schema: str) -> None:
+def test_batch_boundaries_do_not_change_the_projection(
+    pg_dsn: str, pg_conn: psycopg.Connection, pg_schema: str
+) -> None:
     events = interleave([synthetic_thread(T), synthetic_thread(U)])
     apply_events(pg_conn, events, pg_schema, batch=len(events))
     whole = messages(pg_conn)
@@ -48,6 +51,25 @@ def test_batch_boundaries_do_not_change_the_projection(pg_dsn: str, pg_conn: psy
     assert messages(pg_conn) == whole
 
 
+def test_fast_plan_equals_the_in_order_plan(
+    pg_conn: psycopg.Connection, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from services.projector import store
+
+    events = interleave([synthetic_thread(T), synthetic_thread(U)])
+    dead = synthetic_round(T, 3, T0 + timedelta(hours=1), marker=False)
+    early = synthetic_round(U, 5, T0 + timedelta(hours=2))
+    early = [*early[:-2], early[-1], early[-2]]  # a marker that arrives before one of its rows
+    events = [*events, *dead, *early, *events[:9]]  # a dead round and late duplicates, too
+    apply_events(pg_conn, events, pg_schema, batch=len(events))
+    fast = (messages(pg_conn), table(pg_conn, "round_staging"), table(pg_conn, "incident_state"))
+    pg_conn.execute("TRUNCATE agent_messages, round_staging, incident_state, tool_digest_cache")
+    pg_conn.commit()
+    monkeypatch.setattr(store, "fast_plan_applies", lambda items: False)
+    apply_events(pg_conn, events, pg_schema, batch=len(events))
+    assert (messages(pg_conn), table(pg_conn, "round_staging"), table(pg_conn, "incident_state")) == fast
+
+
 def test_every_event_twice_changes_nothing(pg_conn: psycopg.Connection, pg_schema: str) -> None:
     events = synthetic_thread(T)
     apply_events(pg_conn, events, pg_schema)
@@ -59,7 +81,9 @@ def test_every_event_twice_changes_nothing(pg_conn: psycopg.Connection, pg_schem
     assert table(pg_conn, "round_staging") == []  # duplicates of published rows are not re-staged
 
 
-def test_round_without_marker_is_invisible_and_next_round_lands(pg_conn: psycopg.Connection, pg_schema: str) -> None:
+def test_round_without_marker_is_invisible_and_next_round_lands(
+    pg_conn: psycopg.Connection, pg_schema: str
+) -> None:
     thread = synthetic_thread(T)
     alert = thread[0]
     dead = synthetic_round(T, 1, T0 + timedelta(minutes=1), marker=False)
@@ -73,7 +97,9 @@ def test_round_without_marker_is_invisible_and_next_round_lands(pg_conn: psycopg
     assert not any(r[2] == 1 for r in rows)
 
 
-def test_marker_with_a_missing_row_is_refused_and_staging_kept(pg_conn: psycopg.Connection, pg_schema: str) -> None:
+def test_marker_with_a_missing_row_is_refused_and_staging_kept(
+    pg_conn: psycopg.Connection, pg_schema: str
+) -> None:
     round_events = synthetic_round(T, 1, T0)
     tool = next(e for e in round_events if e.type == "tool_result_compacted")  # type: ignore[attr-defined]
     without_tool = [e for e in round_events if e is not tool]
@@ -84,11 +110,16 @@ def test_marker_with_a_missing_row_is_refused_and_staging_kept(pg_conn: psycopg.
     assert len(table(pg_conn, "round_staging")) == len(without_tool) - 1
 
 
-def test_marker_not_listing_a_tool_row_of_an_ai_call_is_refused(pg_conn: psycopg.Connection, pg_schema: str) -> None:
+def test_marker_not_listing_a_tool_row_of_an_ai_call_is_refused(
+    pg_conn: psycopg.Connection, pg_schema: str
+) -> None:
     round_events = synthetic_round(T, 1, T0, marker=False)
     tool = next(e for e in round_events if e.type == "tool_result_compacted")  # type: ignore[attr-defined]
     marker = RoundCommitted(
-        thread_ts=T, message_id=message_id(T, 1, "commit", 0), event_time=T0 + timedelta(minutes=1), round=1,
+        thread_ts=T,
+        message_id=message_id(T, 1, "commit", 0),
+        event_time=T0 + timedelta(minutes=1),
+        round=1,
         message_ids=[e.message_id for e in round_events if e is not tool],
     )
     rejections = apply_events(pg_conn, [*round_events, marker], pg_schema)
@@ -100,7 +131,10 @@ def test_round_is_published_in_marker_order(pg_conn: psycopg.Connection, pg_sche
     round_events = synthetic_round(T, 1, T0, marker=False)
     listed = [e.message_id for e in reversed(round_events)]
     marker = RoundCommitted(
-        thread_ts=T, message_id=message_id(T, 1, "commit", 0), event_time=T0 + timedelta(minutes=1), round=1,
+        thread_ts=T,
+        message_id=message_id(T, 1, "commit", 0),
+        event_time=T0 + timedelta(minutes=1),
+        round=1,
         message_ids=listed,
     )
     apply_events(pg_conn, [*round_events, marker], pg_schema)
@@ -114,8 +148,14 @@ def test_re_render_touches_compact_and_tokens_only(pg_conn: psycopg.Connection, 
     before = {r[0]: r for r in messages(pg_conn)}[target]
     compact = {"headline": "api: 5 error lines, boom", "evidence_id": target}
     rr = ReRendered(
-        thread_ts=T, message_id=message_id(T, 3, "rerender", 0), event_time=T0 + timedelta(hours=2), round=3,
-        target_id=target, compact=compact, tokens=count_value_tokens(compact), policy="headline",
+        thread_ts=T,
+        message_id=message_id(T, 3, "rerender", 0),
+        event_time=T0 + timedelta(hours=2),
+        round=3,
+        target_id=target,
+        compact=compact,
+        tokens=count_value_tokens(compact),
+        policy="headline",
     )
     assert apply_events(pg_conn, [rr], pg_schema) == []
     after = {r[0]: r for r in messages(pg_conn)}[target]
@@ -130,8 +170,14 @@ def test_re_render_of_a_staged_row_updates_staging(pg_conn: psycopg.Connection, 
     staged = synthetic_round(T, 1, T0, marker=False)
     target = message_id(T, 1, "tools", 1)
     rr = ReRendered(
-        thread_ts=T, message_id=message_id(T, 2, "rerender", 0), event_time=T0 + timedelta(hours=1), round=2,
-        target_id=target, compact={"one_line": "x"}, tokens=1, policy="one_line",
+        thread_ts=T,
+        message_id=message_id(T, 2, "rerender", 0),
+        event_time=T0 + timedelta(hours=1),
+        round=2,
+        target_id=target,
+        compact={"one_line": "x"},
+        tokens=1,
+        policy="one_line",
     )
     assert apply_events(pg_conn, [*staged, rr], pg_schema) == []
     row = {r[0]: r for r in table(pg_conn, "round_staging")}[target]
@@ -142,9 +188,14 @@ def test_state_newest_fact_wins_and_rounds_only_grow(pg_conn: psycopg.Connection
     events = synthetic_thread(T)
     alert = events[0]
     change = IncidentStateChanged(
-        thread_ts=T, message_id=message_id(T, None, "state", 1), event_time=T0 + timedelta(hours=1),
-        status="investigating", service="checkout-api", window_start=T0 - timedelta(minutes=45),
-        window_end=T0 + timedelta(minutes=5), opened_at=T0,
+        thread_ts=T,
+        message_id=message_id(T, None, "state", 1),
+        event_time=T0 + timedelta(hours=1),
+        status="investigating",
+        service="checkout-api",
+        window_start=T0 - timedelta(minutes=45),
+        window_end=T0 + timedelta(minutes=5),
+        opened_at=T0,
     )
     apply_events(pg_conn, [*events, change, alert], pg_schema)  # the old alert arrives again, late
     (state,) = table(pg_conn, "incident_state")
@@ -158,7 +209,8 @@ def test_human_turns_are_visible_at_once(pg_conn: psycopg.Connection, pg_schema:
     (row,) = messages(pg_conn)
     assert row[2] is None and row[3] == "human"
     assert json.dumps(row[5], sort_keys=True) == json.dumps(
-        {"user": human.user, "ts": human.ts, "text": human.text, "mention": False, "edit_of": None}, sort_keys=True
+        {"user": human.user, "ts": human.ts, "text": human.text, "mention": False, "edit_of": None},
+        sort_keys=True,
     )
 
 
