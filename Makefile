@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 IM := $(BIN)/incident-memory
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast test-reliability bench up down lint clean
+.PHONY: venv validate-deploy demo test test-fast test-reliability bench up down lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,10 @@ lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint up
+validate-deploy: venv
+	bash deploy/validate.sh
+
+test: lint validate-deploy up
 	$(BIN)/pytest -m "not reliability or fast" $(PYTEST_ARGS)
 
 test-reliability: venv up

@@ -48,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     names = args.only or ORDER
     results: dict[str, Any] = {}
+    json_path = Path(args.json)
+    if args.only and json_path.exists():  # a partial re-run keeps the other sections from the last run
+        results.update({k: v for k, v in json.loads(json_path.read_text()).items() if k in ORDER})
     failed = []
     for name in names:
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
@@ -55,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             module = importlib.import_module(f"benchmarks.bench_{name}")
             results[name] = module.run(settings)
+            results[name]["measured_at"] = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
         except Exception as exc:
             failed.append(name)
             results[name] = {
@@ -63,9 +67,9 @@ def run(args: argparse.Namespace) -> int:
                 "error": traceback.format_exc(),
             }
         print(f"[bench] {name} done in {time.perf_counter() - started:.1f}s", file=sys.stderr, flush=True)
-    write_report(Path(args.output), names, results, sys.argv)
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    write_report(Path(args.output), [n for n in ORDER if n in results], results, sys.argv)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(results, indent=2, default=str))
     print(f"wrote {args.output}", file=sys.stderr)
     return 1 if failed else 0
 
@@ -82,6 +86,10 @@ def write_report(path: Path, names: list[str], results: dict[str, Any], argv: li
     for name in names:
         result = results.get(name, {})
         parts.append(f"## {result.get('title', name)}\n")
+        if result.get("measured_at"):
+            parts.append(
+                f"_Measured {result['measured_at']} by `incident-memory bench --only {name}` or a full run._\n"
+            )
         parts.append(result.get("markdown", "(no output)\n"))
     path.write_text("\n".join(parts))
 

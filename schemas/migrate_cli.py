@@ -15,6 +15,9 @@ from services.runtime.settings import Settings
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schema", default="public", help="Postgres schema to migrate (created if missing)")
+    parser.add_argument(
+        "--replication-factor", type=int, default=1, help="replication of topics created (production: 3)"
+    )
     parser.add_argument("--no-topics", action="store_true", help="only migrate Postgres")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for Kafka/Postgres")
 
@@ -36,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
             raise UserFacingError(str(exc)) from None
     print(f"schema {args.schema}: " + (f"applied {', '.join(applied)}" if applied else "up to date"))
     if not args.no_topics:
-        created = ensure_topics(settings.kafka_bootstrap_servers, timeout=args.timeout)
+        created = ensure_topics(
+            settings.kafka_bootstrap_servers, timeout=args.timeout, replication_factor=args.replication_factor
+        )
         print("topics: " + (f"created {', '.join(created)}" if created else "all exist"))
     return 0

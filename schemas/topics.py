@@ -31,8 +31,16 @@ TOPICS: tuple[TopicSpec, ...] = (
 )
 
 
-def ensure_topics(bootstrap_servers: str, specs: tuple[TopicSpec, ...] = TOPICS, timeout: float = 30.0) -> list[str]:
-    """Create any missing topic; existing ones are left as they are. Returns the names created."""
+def ensure_topics(
+    bootstrap_servers: str,
+    specs: tuple[TopicSpec, ...] = TOPICS,
+    timeout: float = 30.0,
+    replication_factor: int = 1,
+) -> list[str]:
+    """Create any missing topic; existing ones are left as they are. Returns the names created.
+
+    The local stack has one broker (replication 1); a production cluster wants 3.
+    """
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
@@ -41,7 +49,12 @@ def ensure_topics(bootstrap_servers: str, specs: tuple[TopicSpec, ...] = TOPICS,
     if not missing:
         return []
     futures = admin.create_topics(
-        [NewTopic(s.name, num_partitions=s.partitions, replication_factor=1, config=s.config) for s in missing],
+        [
+            NewTopic(
+                s.name, num_partitions=s.partitions, replication_factor=replication_factor, config=s.config
+            )
+            for s in missing
+        ],
         operation_timeout=timeout,
     )
     created = []

@@ -130,7 +130,8 @@ def repair_dangling_tool_calls(rows: Sequence[ContextRow]) -> list[ContextRow]:
 
 def alert_text(value: Any) -> str:
     v = value if isinstance(value, dict) else {}
-    alert = v.get("alert") if isinstance(v.get("alert"), dict) else {}
+    raw_alert = v.get("alert")
+    alert: dict[str, Any] = raw_alert if isinstance(raw_alert, dict) else {}
     annotations = alert.get("commonAnnotations") or {}
     labels = alert.get("commonLabels") or {}
     parts = [

@@ -14,7 +14,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -220,7 +220,7 @@ def build_graph(deps: RoundDeps) -> Any:
         }
 
     async def judge(state: RoundState) -> RoundState:
-        hyp = state.get("hypothesis", {"summary": "", "claims": []})
+        hyp: dict[str, Any] = state.get("hypothesis") or {"summary": "", "claims": []}
         evidence = evidence_index(deps, state.get("turn", []))
         cited = {e for c in hyp["claims"] for e in c["evidence_ids"]}
         shown = {eid: evidence[eid] for eid in sorted(cited) if eid in evidence}
@@ -279,8 +279,9 @@ def build_graph(deps: RoundDeps) -> Any:
         }
 
     async def post(state: RoundState) -> RoundState:
-        verdict = state.get("verdict", {"grounded": False, "questions": []})
-        hyp = state.get("hypothesis", {"summary": "", "claims": []})
+        verdict: dict[str, Any] = state.get("verdict") or {"grounded": False, "questions": []}
+        hyp: dict[str, Any] = state.get("hypothesis") or {"summary": "", "claims": []}
+        kind: Literal["summary", "questions"]
         if verdict["grounded"]:
             kind = "summary"
             lines = [
@@ -336,7 +337,7 @@ def build_graph(deps: RoundDeps) -> Any:
 def evidence_index(deps: RoundDeps, turn: list[BaseMessage]) -> dict[str, dict[str, Any]]:
     """Every citable id -> its kind (tool name or 'human') and what the model saw of it."""
     calls = {str(c["id"]): str(c["name"]) for r in deps.ctx.rows for c in r.tool_calls()}
-    calls.update({c["id"]: c["name"] for m in turn if isinstance(m, AIMessage) for c in m.tool_calls})
+    calls.update({str(c["id"]): c["name"] for m in turn if isinstance(m, AIMessage) for c in m.tool_calls})
     index: dict[str, dict[str, Any]] = {}
     for row in deps.ctx.rows:
         if row.role == "tool":

@@ -99,7 +99,7 @@ def _alert(messages: Sequence[BaseMessage]) -> dict[str, Any]:
 
 
 def _calls(messages: Sequence[BaseMessage]) -> dict[str, dict[str, Any]]:
-    return {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    return {str(c["id"]): dict(c) for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
 
 
 def _evidence(messages: Sequence[BaseMessage]) -> list[tuple[str, str, Any]]:
@@ -193,7 +193,7 @@ def _investigate(messages: Sequence[BaseMessage], system: str, tools: list[dict[
         wanted = ["query_loki", "query_prometheus", "get_pod_events"]
     elif asks_trace and not any(t in name for name in done for t in _TRACE_TOOLS):
         wanted = [n for n in by_name if any(t in n for t in _TRACE_TOOLS)]
-    calls = []
+    calls: list[dict[str, Any]] = []
     for name in wanted:
         if name not in by_name:
             continue

@@ -16,6 +16,7 @@ import shlex
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 
 import psycopg
@@ -123,6 +124,15 @@ class AgentService:
 
     # --- the consumer loop -------------------------------------------------------------------
 
+    def _on_done(self, topic: str, partition: int, offset: int) -> Callable[[Future[bool]], None]:
+        """A wake's offset becomes committable only once its round acked."""
+
+        def done(f: Future[bool]) -> None:
+            if not f.cancelled() and f.exception() is None and f.result():
+                self.tracker.finished(topic, partition, offset)
+
+        return done
+
     def _commit(self, consumer: Consumer) -> None:
         ready = self.tracker.committable()
         if ready:
@@ -168,7 +178,7 @@ class AgentService:
                 if msg.error():
                     log.warning("consumer error", extra={"error": str(msg.error())})
                     continue
-                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                topic, partition, offset = str(msg.topic()), int(msg.partition() or 0), int(msg.offset() or 0)
                 self.tracker.started(topic, partition, offset)
                 try:
                     event = parse_event(msg.value() or b"")
@@ -182,13 +192,7 @@ class AgentService:
                     continue
                 log.info("wake", extra=about(event.thread_ts, event.trigger_message_id, reason=event.reason))
                 future = asyncio.run_coroutine_threadsafe(self.handle(event), self.loop)
-                future.add_done_callback(
-                    lambda f, t=topic, p=partition, o=offset: (
-                        self.tracker.finished(t, p, o)
-                        if not f.cancelled() and f.exception() is None and f.result()
-                        else None
-                    )
-                )
+                future.add_done_callback(self._on_done(topic, partition, offset))
                 futures.append(future)
             for future in futures:
                 future.result(timeout=self.config.round_timeout * ATTEMPTS)

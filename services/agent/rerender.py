@@ -36,7 +36,7 @@ def _clip(text: str, width: int) -> str:
 
 def render(row: ContextRow, policy: Policy, tool: str | None) -> dict[str, Any]:
     """The new compact of one row under a policy; tool calls of an ai turn always survive."""
-    v = row.value if isinstance(row.value, dict) else {"text": str(row.value)}
+    v: dict[str, Any] = row.value if isinstance(row.value, dict) else {"text": str(row.value)}
     if row.role == "tool":
         facts = salient_facts(v)
         head = f"{tool or 'tool'}: {summary_of(v)}"

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from services.runtime.health import Heartbeat, serve_metrics_and_health
 
 RATIO_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 
@@ -60,9 +62,11 @@ class StreamMetrics:
             ["partition"],
             registry=r,
         )
+        self.heartbeat = Heartbeat()
         self.assigned = Gauge(
             "compactor_assigned_partitions", "Source partitions assigned to this worker", registry=r
         )
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
-        start_http_server(port, addr=addr, registry=self.registry)
+        """`/metrics` and `/healthz` (503 until the worker's timer runs, or when it stalls) on `port`."""
+        serve_metrics_and_health(port, self.heartbeat, self.registry, addr=addr)

@@ -87,6 +87,11 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
         if highwater is not None:
             gauge.set(max(0, highwater - offset - 1))
 
+    @app.timer(interval=5.0, on_leader=False)
+    async def heartbeat() -> None:
+        """Proves to `/healthz` that the worker's event loop is alive."""
+        metrics.heartbeat.beat()
+
     @app.agent(source, name="compact")
     async def compact(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
         async for event in stream.events():

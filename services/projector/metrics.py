@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from services.runtime.health import Heartbeat, serve_metrics_and_health
 
 if TYPE_CHECKING:
     from services.projector.writer import Decoded, WriteOutcome
@@ -41,10 +43,12 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.heartbeat = Heartbeat()
         self.lag = Gauge("projector_consumer_lag", "High watermark minus position", ["partition"], registry=r)
 
     def serve(self, port: int) -> None:
-        start_http_server(port, registry=self.registry)
+        """`/metrics` and `/healthz` (503 until the loop runs, or when it is stuck) on `port`."""
+        serve_metrics_and_health(port, self.heartbeat, self.registry)
 
     def observe_commit(self, decoded: Sequence[Decoded], outcome: WriteOutcome, now: float) -> None:
         self.events.inc(outcome.events)

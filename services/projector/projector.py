@@ -184,6 +184,7 @@ class Projector:
         try:
             while not self._stop.is_set():
                 messages = usable(take_batch(self.consumer, cfg.batch_size, cfg.poll_timeout))
+                self.metrics.heartbeat.beat()
                 received = time.time()
                 batch = [
                     Incoming.from_message(m, received)

@@ -33,7 +33,9 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         return cls(
-            kafka_bootstrap_servers=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{LOCAL_KAFKA_PORT}"),
+            kafka_bootstrap_servers=os.environ.get(
+                "KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{LOCAL_KAFKA_PORT}"
+            ),
             database_url=os.environ.get(
                 "DATABASE_URL",
                 f"postgresql://{LOCAL_PG_USER}:{LOCAL_PG_PASSWORD}@127.0.0.1:{LOCAL_PG_PORT}/{LOCAL_PG_DB}",

@@ -362,9 +362,14 @@ _COMMON_ATTRS: dict[str, dict[str, Any]] = {
 }
 
 
+def _trace_id(rng: random.Random) -> str:
+    """The failing checkout's trace id: the first draw of the Tempo generator's rng."""
+    return hex_id(rng, 32)
+
+
 def _seed_tempo(rng: random.Random) -> dict[str, Any]:
     """The failing checkout: gateway -> checkout-api, which builds a 48 MB payload and dies mid-request."""
-    trace_id = hex_id(rng, 32)
+    trace_id = _trace_id(rng)
     t0 = ns_at(3, 12, 41.62)
     ms = 1_000_000
     specs: list[SpanSpec] = []
@@ -649,6 +654,10 @@ def _webhook() -> dict[str, Any]:
     }
 
 
+# A human quotes the failing request's trace id (copied from the gateway's access log) so that
+# round 2 can fetch the trace: nothing else in the thread carries it.
+TRACE_ID = _trace_id(random.Random(SEED + 3))
+
 HUMANS: tuple[SeedHumanMessage, ...] = (
     SeedHumanMessage(
         "U02ANNA",
@@ -666,7 +675,8 @@ HUMANS: tuple[SeedHumanMessage, ...] = (
     SeedHumanMessage(
         "U04CAROL",
         "1773459030.000500",
-        "rolled one pod back to 3.13.2 as a canary (checkout-api-7d9f8b6c5-h6j9n), watching it",
+        "rolled one pod back to 3.13.2 as a canary (checkout-api-7d9f8b6c5-h6j9n), watching it. "
+        f"failing checkout trace from the gateway log: {TRACE_ID}",
     ),
     SeedHumanMessage(
         "U04CAROL",

@@ -1,0 +1,350 @@
+"""`incident-memory demo`: the seed incident end to end, through the real services, ending in its table.
+
+Every run gets fresh topics (`demo.<runid>.*`) and a fresh Postgres schema, so the demo can be
+run again and again and always shows the seed table. The four services run as separate
+processes (logs under .cache/demo/<runid>/) and are always stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from psycopg import sql
+
+from schemas import topics
+from services.runtime.errors import UserFacingError
+
+BOT_USER_ID = "U0BOTMEM1"
+CHANNEL = "C0INCIDENT"
+LOCAL_MODEL = "local-deterministic"
+LOCAL_NOTE = (
+    "model: local-deterministic (a deterministic local stand-in behind the LangChain interface, NOT a real LLM; "
+    "set OPENAI_BASE_URL/OPENAI_API_KEY/AGENT_MODEL to use a real one)"
+)
+
+
+@dataclass
+class Run:
+    """One demo run: its names, its processes and its clock."""
+
+    run_id: str
+    root: Path
+    started: float = field(default_factory=time.monotonic)
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def topics(self) -> dict[str, str]:
+        return {k: f"demo.{self.run_id}.{k}" for k in ("events", "compacted", "wake", "dlq", "selections")}
+
+    @property
+    def schema(self) -> str:
+        return f"demo_{self.run_id}"
+
+    def log(self, name: str) -> Path:
+        return self.root / f"{name}.log"
+
+    def step(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.started:6.1f}s] {text}", flush=True)
+
+
+def cli() -> str:
+    local = Path(sys.executable).with_name("incident-memory")
+    return str(local) if local.exists() else "incident-memory"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float, log: Path | None, run: Run) -> None:
+    """Poll `check` until true; a timeout is a one-line error naming the step and the log."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        for name, proc in run.procs.items():
+            if proc.poll() is not None:
+                raise UserFacingError(f"step '{what}': {name} exited with {proc.returncode}; see {run.log(name)}")
+        time.sleep(0.1)
+    where = f"; see {log}" if log else ""
+    raise UserFacingError(f"step '{what}' timed out after {timeout:.0f}s{where}")
+
+
+def log_has(path: Path, needle: str) -> Callable[[], bool]:
+    return lambda: path.exists() and needle in path.read_text(errors="replace")
+
+
+def start(run: Run, name: str, args: list[str], env: dict[str, str]) -> None:
+    out = run.log(name).open("wb")
+    run.procs[name] = subprocess.Popen(
+        [cli(), name, *args], stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
+
+
+def stop_all(run: Run) -> None:
+    for proc in run.procs.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in run.procs.values():
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def sign(secret: str, body: bytes, timestamp: int) -> str:
+    base = f"v0:{timestamp}:".encode() + body
+    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+def slack_envelope(event: dict[str, Any], event_id: str) -> dict[str, Any]:
+    """Slack's documented `event_callback` outer shape."""
+    return {
+        "token": "demo-verification-token",
+        "team_id": "T0DEMO",
+        "api_app_id": "A0DEMO",
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id,
+        "event_time": int(float(event["ts"])),
+        "authorizations": [{"team_id": "T0DEMO", "user_id": BOT_USER_ID, "is_bot": True}],
+    }
+
+
+def slack_event(kind: str, thread_ts: str, ts: str, user: str, text: str) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "user": user,
+        "text": text,
+        "ts": ts,
+        "thread_ts": thread_ts,
+        "channel": CHANNEL,
+        "event_ts": ts,
+        **({"channel_type": "channel"} if kind == "message" else {}),
+    }
+
+
+def post_slack(client: httpx.Client, secret: str, payload: dict[str, Any]) -> None:
+    body = json.dumps(payload).encode()
+    now = int(time.time())
+    headers = {
+        "Content-Type": "application/json",
+        "X-Slack-Request-Timestamp": str(now),
+        "X-Slack-Signature": sign(secret, body, now),
+    }
+    resp = client.post("/slack/events", content=body, headers=headers)
+    if resp.status_code != 200:
+        raise UserFacingError(f"ingest answered {resp.status_code} to a Slack event: {resp.text[:200]}")
+
+
+@contextmanager
+def db(dsn: str, schema: str) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        yield conn
+
+
+def round_posted(dsn: str, schema: str, thread_ts: str, round_: int) -> Callable[[], bool]:
+    def check() -> bool:
+        with db(dsn, schema) as conn:
+            rec = conn.execute(
+                "SELECT count(*) FROM agent_messages WHERE thread_ts=%s AND round=%s AND role='post'",
+                (thread_ts, round_),
+            ).fetchone()
+        return bool(rec and rec[0])
+
+    return check
+
+
+def model_inputs(agent_log: Path) -> dict[int, list[tuple[str, int]]]:
+    """Per round, the (node, input tokens) of each model call, from the agent's 'round committed' logs."""
+    out: dict[int, list[tuple[str, int]]] = {}
+    for line in agent_log.read_text(errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("message") == "round committed" and "round" in rec:
+            out[int(rec["round"])] = [(str(n), int(t)) for n, t in rec.get("model_inputs") or []]
+    return out
+
+
+def models_used(dsn: str, schema: str, thread_ts: str, agent_log: Path) -> set[str]:
+    with db(dsn, schema) as conn:
+        recs = conn.execute(
+            "SELECT DISTINCT content->>'model' FROM agent_messages WHERE thread_ts=%s AND content ? 'model'",
+            (thread_ts,),
+        ).fetchall()
+    found = {r[0] for r in recs if r[0]}
+    if not found and LOCAL_MODEL in agent_log.read_text(errors="replace"):
+        found = {LOCAL_MODEL}
+    return found
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per step (default 120)")
+    parser.add_argument("--keep-schema", action="store_true", help="accepted for clarity; schemas are kept")
+    parser.add_argument("--cache-dir", default=".cache/demo")
+
+
+def run(args: argparse.Namespace) -> int:
+    from deploy.local.stack import up
+    from schemas.migrate import apply_migrations
+    from services.projector.show import fetch_rows, render_table
+    from services.seed import seed_incident
+
+    run_ = Run(uuid.uuid4().hex[:8], Path(args.cache_dir) / "")
+    run_.root = Path(args.cache_dir) / run_.run_id
+    run_.root.mkdir(parents=True, exist_ok=True)
+    t = args.timeout
+    run_.step(f"run {run_.run_id}: starting the stack (Kafka, PostgreSQL)")
+    info = up()
+    bootstrap = getattr(info, "kafka_bootstrap_servers", None) or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    dsn = getattr(info, "database_url", None) or os.environ.get("DATABASE_URL")
+    if not bootstrap or not dsn:
+        from services.runtime.settings import Settings
+
+        s = Settings.from_env()
+        bootstrap, dsn = bootstrap or s.kafka_bootstrap_servers, dsn or s.database_url
+    names = run_.topics
+    parts = {spec.name: spec.partitions for spec in topics.TOPICS}
+    specs = tuple(
+        topics.TopicSpec(names[k], parts[base])
+        for k, base in (
+            ("events", topics.EVENTS),
+            ("compacted", topics.COMPACTED),
+            ("wake", topics.WAKE),
+            ("dlq", topics.DLQ),
+        )
+    )
+    topics.ensure_topics(bootstrap, specs)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(run_.schema)))
+    with psycopg.connect(dsn) as conn:
+        apply_migrations(conn, run_.schema)
+        conn.commit()
+    run_.step(f"topics demo.{run_.run_id}.* and schema {run_.schema} created")
+
+    secret, token, port = secrets.token_hex(16), secrets.token_hex(16), free_port()
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "DATABASE_URL": dsn,
+        "SLACK_SIGNING_SECRET": secret,
+        "ALERTMANAGER_TOKEN": token,
+        "SLACK_BOT_USER_ID": BOT_USER_ID,
+        "PYTHONUNBUFFERED": "1",
+    }
+    seed = seed_incident()
+    try:
+        common = ["--dlq-topic", names["dlq"]]
+        start(run_, "ingest", ["--port", str(port), "--events-topic", names["events"], "--wake-topic", names["wake"], *common], env)
+        start(
+            run_,
+            "compactor",
+            [
+                "--app-id", f"demo.{run_.run_id}.compactor",
+                "--events-topic", names["events"],
+                "--compacted-topic", names["compacted"],
+                "--selections-topic", names["selections"],
+                "--workers-dir", str(run_.root / "faust"),
+                *common,
+            ],
+            env,
+        )  # fmt: skip
+        start(
+            run_,
+            "projector",
+            ["--schema", run_.schema, "--topic", names["compacted"], "--group", f"demo.{run_.run_id}.projector", *common],
+            env,
+        )
+        start(
+            run_,
+            "agent",
+            [
+                "--schema", run_.schema,
+                "--events-topic", names["events"],
+                "--wake-topic", names["wake"],
+                "--group", f"demo.{run_.run_id}.agent",
+                *common,
+            ],
+            env,
+        )  # fmt: skip
+        base = f"http://127.0.0.1:{port}"
+
+        def healthy() -> bool:
+            try:
+                return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for("ingest ready", healthy, t, run_.log("ingest"), run_)
+        run_.step(f"ingest ready on {base}")
+        wait_for("projector ready", log_has(run_.log("projector"), "assigned"), t, run_.log("projector"), run_)
+        run_.step("projector ready (partitions assigned)")
+        wait_for("compactor ready", log_has(run_.log("compactor"), "Ready"), t, run_.log("compactor"), run_)
+        run_.step("compactor ready (faust worker)")
+        wait_for("agent ready", log_has(run_.log("agent"), "agent starting"), t, run_.log("agent"), run_)
+        run_.step("agent ready")
+
+        with httpx.Client(base_url=base, timeout=10) as client:
+            resp = client.post(
+                "/alertmanager", json=seed.alertmanager_webhook, headers={"Authorization": f"Bearer {token}"}
+            )
+            if resp.status_code != 200:
+                raise UserFacingError(f"step 'alertmanager webhook': ingest answered {resp.status_code}: {resp.text[:200]}")
+            thread_ts = str(resp.json().get("thread_ts") or seed.thread_ts)
+            run_.step(f"alert sent through ingest (thread {thread_ts}); waiting for round 1")
+            wait_for("round 1", round_posted(dsn, run_.schema, thread_ts, 1), t, run_.log("agent"), run_)
+            run_.step("round 1 committed (investigate, hypothesis, judge, post)")
+            for i, human in enumerate(seed.humans):
+                kind = "app_mention" if human.mention else "message"
+                event = slack_event(kind, thread_ts, human.ts, human.user, human.text)
+                post_slack(client, secret, slack_envelope(event, f"Ev{run_.run_id.upper()}{i:03d}"))
+                label = "mention" if human.mention else "message"
+                run_.step(f"Slack {label} from {human.user} sent (signed)")
+            wait_for("round 2", round_posted(dsn, run_.schema, thread_ts, 2), t, run_.log("agent"), run_)
+            run_.step("round 2 committed")
+        with db(dsn, run_.schema) as conn:
+            rows = fetch_rows(conn, thread_ts)
+        print()
+        print(render_table(rows))
+        print()
+        raw_total = sum(r.raw_tokens for r in rows)
+        ctx_total = sum(r.context_tokens for r in rows)
+        print(f"raw total: {raw_total:,} tokens; in context: {ctx_total:,} tokens")
+        inputs = model_inputs(run_.log("agent"))
+        if inputs.get(2):
+            biggest = max(tok for _node, tok in inputs[2])
+            print(f"round-2 model input: {biggest:,} tokens (largest call; preamble included)")
+        used = models_used(dsn, run_.schema, thread_ts, run_.log("agent"))
+        if used == {LOCAL_MODEL} or (not used and LOCAL_MODEL in run_.log("agent").read_text()):
+            print(LOCAL_NOTE)
+        else:
+            print(f"model: {', '.join(sorted(used)) or 'unknown'}")
+        print(f"schema {run_.schema}; logs in {run_.root}; `incident-memory show {thread_ts} --schema {run_.schema}`")
+    finally:
+        stop_all(run_)
+        run_.step("services stopped")
+    return 0

@@ -1,0 +1,70 @@
+"""One HTTP port per service for `/metrics` and a real `/healthz`.
+
+prometheus_client's own server answers every path with the metrics, so a probe of
+`/healthz` there would only prove the process is alive. Here `/healthz` reports the
+service's loop: it answers 503 until the loop has run once, and again when the loop
+has not beaten for `stale_after` seconds (stuck on a dead broker or database).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+
+class Heartbeat:
+    """Beaten by a service's loop on every iteration; read by `/healthz`."""
+
+    def __init__(self, stale_after: float = 60.0) -> None:
+        self.stale_after = stale_after
+        self._last: float | None = None
+
+    def beat(self) -> None:
+        self._last = time.monotonic()
+
+    def status(self) -> tuple[bool, str]:
+        if self._last is None:
+            return False, "starting: the loop has not run yet"
+        age = time.monotonic() - self._last
+        if age > self.stale_after:
+            return False, f"stale: the loop last ran {age:.0f}s ago"
+        return True, f"ok: the loop ran {age:.1f}s ago"
+
+
+def serve_metrics_and_health(
+    port: int,
+    heartbeat: Heartbeat,
+    registry: CollectorRegistry = REGISTRY,
+    addr: str = "0.0.0.0",
+) -> ThreadingHTTPServer:
+    """Serve `/metrics` and `/healthz` on `addr:port` from a daemon thread; returns the server."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.startswith("/metrics"):
+                self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+            elif self.path.startswith("/healthz"):
+                ok, detail = heartbeat.status()
+                body = json.dumps({"ok": ok, "detail": detail}).encode()
+                self._send(200 if ok else 503, body, "application/json")
+            else:
+                self._send(404, b'{"error":"not found: try /metrics or /healthz"}', "application/json")
+
+        def _send(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # probes are not worth a log line
+            return
+
+    server = ThreadingHTTPServer((addr, port), Handler)
+    threading.Thread(target=server.serve_forever, name=f"health:{port}", daemon=True).start()
+    return server

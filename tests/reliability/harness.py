@@ -1,0 +1,255 @@
+"""Reliability harness: the pipeline as real subprocesses on per-test topics and schema, plus invariants.
+
+Why: the fault tests must hurt real processes (kill -9, restarts) and then prove, from the
+tables and topics alone, that nothing was lost, duplicated, half-shown or re-executed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from benchmarks.bench_projector import interleave, synthetic_thread
+from schemas.events import CompactedToolResult, EventBase, ToolResult, canonical_json, parse_event
+from services.runtime.kafka import producer_config
+
+CLI = str(Path(sys.executable).parent / "incident-memory")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.1) -> Any:
+    """Poll `condition()` until truthy; fail with `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(every)
+
+
+@dataclass
+class Proc:
+    """One service process; `restart()` relaunches the same argv."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    popen: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    def start(self) -> Proc:
+        with self.log.open("ab") as out:
+            self.popen = subprocess.Popen(self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        self.starts += 1
+        return self
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill9(self) -> None:
+        assert self.popen is not None
+        self.popen.send_signal(signal.SIGKILL)
+        self.popen.wait(15)
+
+    def restart(self) -> Proc:
+        if self.alive():
+            self.kill9()
+        return self.start()
+
+    def stop(self) -> None:
+        if self.alive():
+            assert self.popen is not None
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(20)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(10)
+
+    def tail(self, n: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
+
+
+@dataclass
+class Pipeline:
+    """Per-test wiring of ingest / compactor / projector against the shared real stack."""
+
+    bootstrap: str
+    dsn: str
+    schema: str
+    topics: dict[str, str]
+    tmp: Path
+    procs: list[Proc] = field(default_factory=list)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap, "DATABASE_URL": self.dsn}
+
+    @property
+    def group(self) -> str:
+        return f"g-{self.schema}"
+
+    def _proc(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc:
+        proc = Proc(name, argv, env or self.env, self.tmp / f"{name}.log")
+        self.procs.append(proc)
+        return proc.start()
+
+    def compactor(self, name: str = "c0") -> Proc:
+        argv = [CLI, "compactor", "--broker", self.bootstrap, "--app-id", f"a-{self.schema}",
+                "--events-topic", self.topics["events"], "--compacted-topic", self.topics["compacted"],
+                "--dlq-topic", self.topics["dlq"], "--selections-topic", f"sel-{self.schema}",
+                "--workers-dir", str(self.tmp / "faust"), "--worker-name", name]  # fmt: skip
+        return self._proc(name, argv)
+
+    def projector(self, name: str = "p0", batch_size: int = 200) -> Proc:
+        argv = [CLI, "projector", "--schema", self.schema, "--topic", self.topics["compacted"],
+                "--dlq-topic", self.topics["dlq"], "--group", self.group,
+                "--batch-size", str(batch_size)]  # fmt: skip
+        return self._proc(name, argv)
+
+    def ingest(self, port: int, secret: str, token: str, bot: str, alerts_topic: str | None = None) -> Proc:
+        argv = [CLI, "ingest", "--port", str(port), "--signing-secret", secret, "--alertmanager-token", token,
+                "--bot-user-id", bot, "--bootstrap-servers", self.bootstrap,
+                "--events-topic", self.topics["events"], "--wake-topic", self.topics["wake"],
+                "--dlq-topic", self.topics["dlq"]]  # fmt: skip
+        if alerts_topic:
+            argv += ["--alerts-topic", alerts_topic, "--alerts-group", f"al-{self.schema}"]
+        return self._proc(f"ingest{len(self.procs)}", argv)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            proc.stop()
+
+    def connect(self) -> psycopg.Connection:
+        return psycopg.connect(self.dsn, autocommit=True, options=f"-c search_path={self.schema}")
+
+    def ids(self) -> list[str]:
+        with self.connect() as conn:
+            return [r[0] for r in conn.execute("SELECT id FROM agent_messages ORDER BY seq")]
+
+    def wait_rows(self, expected: set[str], timeout: float) -> None:
+        wait_until(lambda: expected <= set(self.ids()), timeout, f"{len(expected)} rows projected")
+
+
+# ---- events ------------------------------------------------------------------------------------
+
+
+def raw_thread(thread_ts: str) -> list[EventBase]:
+    """The seed-shaped synthetic thread as incident.events carries it: raw ToolResults, not compacted."""
+    out: list[EventBase] = []
+    for e in synthetic_thread(thread_ts):
+        if isinstance(e, CompactedToolResult):
+            e = ToolResult(
+                thread_ts=e.thread_ts, message_id=e.message_id, event_time=e.event_time, round=e.round,
+                tool_call_id=e.tool_call_id, tool=e.tool, args=e.args, raw=e.raw,
+                alert_context={"service": "checkout-api"},
+            )  # fmt: skip
+        out.append(e)
+    return out
+
+
+def raw_threads(n: int, prefix: str = "1712") -> list[EventBase]:
+    return interleave([raw_thread(f"{prefix}{k:06d}.000100") for k in range(n)])
+
+
+def expected_ids(events: Sequence[EventBase]) -> set[str]:
+    return {e.message_id for e in events if getattr(e, "type", "") != "round_committed"}
+
+
+def produce(bootstrap: str, topic: str, records: Sequence[tuple[bytes | None, bytes]], **kw: Any) -> None:
+    producer = Producer(producer_config(bootstrap, **{"linger.ms": 10}))
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, **kw)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(60) == 0, "records not delivered"
+
+
+def produce_events(bootstrap: str, topic: str, events: Sequence[EventBase]) -> None:
+    produce(bootstrap, topic, [(e.key(), e.to_bytes()) for e in events])
+
+
+def read_all(bootstrap: str, topic: str, settle: float = 1.5) -> list[Any]:
+    """Every record of `topic` from offset 0 up to the current high watermarks."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rel-read-{time.time_ns()}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})  # fmt: skip
+    try:
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        highs = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        out: list[Any] = []
+        seen: dict[int, int] = {p: 0 for p in parts}
+        deadline = time.monotonic() + 60
+        while any(seen[p] < h - 1 for p, h in highs.items() if h > 0) and time.monotonic() < deadline:
+            for m in consumer.consume(1000, timeout=settle):
+                if m.error() is None:
+                    out.append(m)
+                    seen[m.partition()] = m.offset()
+        return out
+    finally:
+        consumer.close()
+
+
+def dead_letters(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    return [json.loads(m.value()) for m in read_all(bootstrap, topic)]
+
+
+# ---- invariants --------------------------------------------------------------------------------
+
+
+def check_invariants(pipe: Pipeline, expected: set[str]) -> dict[str, int]:
+    """no duplicate row, no missing row, no half round, no tool executed twice; returns counts."""
+    with pipe.connect() as conn:
+        rows = conn.execute("SELECT id, role, content, tool_call_id FROM agent_messages ORDER BY seq").fetchall()
+    ids = [r[0] for r in rows]
+    dupes = [i for i, c in Counter(ids).items() if c > 1]
+    assert not dupes, f"duplicate rows: {dupes[:5]}"
+    missing, extra = expected - set(ids), set(ids) - expected
+    assert not missing, f"{len(missing)} rows missing, e.g. {sorted(missing)[:5]}"
+    assert not extra, f"{len(extra)} unexpected rows, e.g. {sorted(extra)[:5]}"
+    tool_calls = {r[3] for r in rows if r[1] == "tool"}
+    for _id, role, content, _ in rows:
+        if role == "ai":
+            for call in content.get("tool_calls") or []:
+                assert call["id"] in tool_calls, f"half round visible: {_id} without tool row {call['id']}"
+    calls: dict[tuple[str, str, str], set[str]] = {}
+    for m in read_all(pipe.bootstrap, pipe.topics["events"]):
+        try:
+            e = parse_event(m.value())
+        except Exception:  # noqa: BLE001 - poison records are allowed on the topic
+            continue
+        if isinstance(e, ToolResult):
+            calls.setdefault((e.thread_ts, e.tool, canonical_json(e.args)), set()).add(e.message_id)
+    twice = [k for k, c in calls.items() if len(c) > 1]  # the same call re-run under a new id
+    assert not twice, f"tools executed twice: {twice[:3]}"
+    return {"rows": len(ids), "expected": len(expected)}
+
+
+def compacts(pipe: Pipeline) -> dict[str, Any]:
+    with pipe.connect() as conn:
+        return dict(conn.execute("SELECT id, compact::text FROM agent_messages WHERE role = 'tool'").fetchall())

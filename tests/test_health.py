@@ -1,0 +1,40 @@
+"""`/healthz` reports the loop, not just the process; `/metrics` is served beside it."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import httpx
+from prometheus_client import CollectorRegistry, Counter
+
+from services.runtime.health import Heartbeat, serve_metrics_and_health
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_healthz_is_503_until_the_loop_beats_then_200_then_503_when_stale() -> None:
+    registry = CollectorRegistry()
+    Counter("things_total", "things", registry=registry).inc(3)
+    heartbeat = Heartbeat(stale_after=0.3)
+    port = _free_port()
+    server = serve_metrics_and_health(port, heartbeat, registry, addr="127.0.0.1")
+    try:
+        base = f"http://127.0.0.1:{port}"
+        first = httpx.get(f"{base}/healthz")
+        assert first.status_code == 503 and first.json()["ok"] is False
+        heartbeat.beat()
+        ok = httpx.get(f"{base}/healthz")
+        assert ok.status_code == 200 and ok.json()["ok"] is True
+        time.sleep(0.4)
+        stale = httpx.get(f"{base}/healthz")
+        assert stale.status_code == 503 and "stale" in stale.json()["detail"]
+        metrics = httpx.get(f"{base}/metrics")
+        assert metrics.status_code == 200 and "things_total 3.0" in metrics.text
+        assert httpx.get(f"{base}/nope").status_code == 404
+    finally:
+        server.shutdown()
