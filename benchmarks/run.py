@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--only", nargs="*", default=None, help=f"benchmarks to run (default: all of {ORDER})"
     )
     parser.add_argument("--output", default=str(REPO_ROOT / "BENCHMARKS.md"))
-    parser.add_argument("--json", default=str(REPO_ROOT / ".cache" / "benchmarks.json"))
+    parser.add_argument("--json", default=str(REPO_ROOT / "benchmarks" / "results.json"))
     parser.add_argument("--no-up", action="store_true", help="do not start the local stack (use the env's)")
 
 

@@ -1,0 +1,160 @@
+"""Done-when: the seed thread played through the real projector, compactor and agent processes.
+
+Round 1 (alert): three tool calls, a hypothesis, the judge rejects it with 2 questions, the
+questions are posted. Four human messages arrive (round NULL). A mention starts round 2: one
+tool call (the trace a human quoted), a grounded hypothesis, the summary posted -> 20 rows.
+The agent is killed with SIGKILL during round 2 (after its tool call, before the commit) and
+rerun: the same 20 rows, and no tool called twice (the rerun takes the digest from the cache).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from schemas.events import ToolResult
+from schemas.ids import canonical_args_hash
+from schemas.tokens import count_value_tokens
+
+from .seedplay import (
+    Procs,
+    alert_events,
+    alert_wake,
+    human_events,
+    mention_wake,
+    produce,
+    read_all,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.stack, pytest.mark.slow, pytest.mark.timeout(300)]
+
+SEED_SHAPE = [
+    ("alert", None),
+    *[("ai", 1), ("tool", 1), ("tool", 1), ("tool", 1), ("ai", 1), ("ai", 1), ("judge", 1), ("post", 1)],
+    *[("human", None)] * 5,
+    *[("ai", 2), ("tool", 2), ("ai", 2), ("ai", 2), ("judge", 2), ("post", 2)],
+]
+
+
+def _rows(dsn: str, schema: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True, options=f"-c search_path={schema}") as conn:
+        return conn.execute(
+            "SELECT id, role, round, tool_call_id, content, compact, tokens FROM agent_messages ORDER BY seq"
+        ).fetchall()
+
+
+def _start(procs: Procs, schema: str, topics: dict[str, str], tmp: Path, group: str, delay: str) -> None:
+    procs.start(
+        "agent",
+        "agent", "--schema", schema, "--events-topic", topics["events"], "--wake-topic", topics["wake"],
+        "--dlq-topic", topics["dlq"], "--group", group, "--model", "local", "--judge-model", "local",
+        "--step-delay", delay, "--log-level", "INFO",
+    )  # fmt: skip
+
+
+def _pipeline(procs: Procs, schema: str, topics: dict[str, str], tmp: Path) -> None:
+    procs.start(
+        "compactor",
+        "compactor", "--broker", procs.env["KAFKA_BOOTSTRAP_SERVERS"], "--app-id", f"a-{schema}",
+        "--events-topic", topics["events"], "--compacted-topic", topics["compacted"],
+        "--dlq-topic", topics["dlq"], "--selections-topic", f"sel-{schema}",
+        "--workers-dir", str(tmp / "faust"), "--worker-name", "c0",
+    )  # fmt: skip
+    procs.start(
+        "projector",
+        "projector", "--schema", schema, "--topic", topics["compacted"], "--dlq-topic", topics["dlq"],
+        "--group", f"p-{schema}",
+    )  # fmt: skip
+
+
+def _model_inputs(procs: Procs, round_: int) -> list[int]:
+    return [
+        int(rec["input_tokens"])
+        for p in procs.started
+        if p.name == "agent"
+        for rec in p.logs()
+        if rec.get("message") == "model call" and rec.get("round") == round_
+    ]
+
+
+def _logged(procs: Procs, message: str, **fields: Any) -> bool:
+    return any(
+        rec.get("message") == message and all(rec.get(k) == v for k, v in fields.items())
+        for p in procs.started
+        if p.name == "agent"
+        for rec in p.logs()
+    )
+
+
+def test_seed_thread_two_rounds_and_kill9_rerun(
+    kafka_bootstrap: str, pg_dsn: str, pg_schema: str, topic_names: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "DATABASE_URL": pg_dsn}
+    procs = Procs(tmp_path, env)
+    group = f"agent-{pg_schema}"
+    try:
+        _pipeline(procs, pg_schema, topic_names, tmp_path)
+        _start(procs, pg_schema, topic_names, tmp_path, group, "0")
+
+        # Round 1: the alert.
+        produce(kafka_bootstrap, topic_names["events"], alert_events())
+        produce(kafka_bootstrap, topic_names["wake"], [alert_wake()])
+        wait_for(lambda: len(_rows(pg_dsn, pg_schema)) >= 9, 120, "round 1 (9 rows)", procs)
+
+        # Four humans while the bot is silent: round NULL, no wake.
+        produce(kafka_bootstrap, topic_names["events"], human_events(mention=False))
+        wait_for(lambda: len(_rows(pg_dsn, pg_schema)) >= 13, 60, "4 human rows", procs)
+
+        # Round 2, slowed down so it can be killed mid-round.
+        procs.started[-1].stop()
+        _start(procs, pg_schema, topic_names, tmp_path, group, "1.5")
+        produce(kafka_bootstrap, topic_names["events"], human_events(mention=True))
+        produce(kafka_bootstrap, topic_names["wake"], [mention_wake()])
+        wait_for(lambda: _tool_called_r2(procs), 90, "round 2's tool call", procs)
+        killed = procs.started[-1]
+        killed.kill9()
+        assert len(_rows(pg_dsn, pg_schema)) == 14, "round 2 must not be visible before its commit"
+
+        # Rerun: the wake offset was never committed, so round 2 runs again from the database.
+        _start(procs, pg_schema, topic_names, tmp_path, group, "0")
+        wait_for(lambda: len(_rows(pg_dsn, pg_schema)) >= 20, 120, "round 2 (20 rows)", procs)
+        rows = _rows(pg_dsn, pg_schema)
+    finally:
+        procs.stop_all()
+
+    assert [(r[1], r[2]) for r in rows] == SEED_SHAPE
+    by_id = {r[0]: r for r in rows}
+    judge1, post1 = by_id[f"{rows[0][0].split(':')[0]}:1:judge:0"], rows[8]
+    assert judge1[4]["grounded"] is False and len(judge1[4]["questions"]) == 2
+    assert post1[4]["kind"] == "questions"
+    assert rows[19][4]["kind"] == "summary" and rows[18][4]["grounded"] is True
+    assert rows[14][4]["tool_calls"][0]["name"] == "query_tempo"
+    assert all(r[4].get("model") in (None, "local-deterministic") for r in rows if isinstance(r[4], dict))
+
+    # Round 2's model input (preamble included) vs the raw the thread stands on.
+    inputs = _model_inputs(procs, 2)
+    raw_total = sum(count_value_tokens(r[4]) for r in rows)
+    print(f"round-2 model inputs {inputs}; raw total {raw_total}; visible {sum(r[6] for r in rows)}")
+    assert inputs and max(inputs) < 2500
+    assert raw_total > 40000
+
+    # No tool called twice: one ToolResult per (thread, tool, canonical args) on the events topic.
+    results = [e for e in read_all(kafka_bootstrap, topic_names["events"]) if isinstance(e, ToolResult)]
+    counts = Counter((e.thread_ts, e.tool, canonical_args_hash(e.args)) for e in results)
+    assert len(counts) == 4 and set(counts.values()) == {1}, counts
+    assert _logged(procs, "tool cache hit"), "the rerun must take the tempo digest from the cache"
+
+
+def _tool_called_r2(procs: Procs) -> bool:
+    return any(
+        rec.get("message") == "tool called" and ":2:tools:" in str(rec.get("message_id"))
+        for p in procs.started
+        if p.name == "agent"
+        for rec in p.logs()
+    )

@@ -1,0 +1,105 @@
+"""kill -9 each service mid-stream (and restart the shared Postgres), then check every invariant."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+
+import pytest
+
+from schemas.events import ToolResult, canonical_json
+from services.compactor.stream import Compacted, process
+
+from .harness import Pipeline, check_invariants, compacts, expected_ids, produce_events, raw_threads, wait_until
+
+pytestmark = [pytest.mark.stack, pytest.mark.reliability]
+
+
+def clean_compacts(events: list) -> dict[str, str]:  # type: ignore[type-arg]
+    """What a clean, fault-free compaction of the same raws gives (the same code, in process)."""
+    out = {}
+    for e in events:
+        if isinstance(e, ToolResult):
+            r = process(e.to_bytes(), key=e.key(), topic="t", partition=0, offset=0, recorded=lambda _k: None)
+            assert isinstance(r, Compacted)
+            out[e.message_id] = canonical_json(r.event.compact)
+    return out
+
+
+def assert_compacts_identical(pipe: Pipeline, events: list) -> None:  # type: ignore[type-arg]
+    import json
+
+    live = {k: canonical_json(json.loads(v)) for k, v in compacts(pipe).items()}
+    assert live == clean_compacts(events)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("victim", ["compactor", "projector"])
+def test_kill_9_mid_stream_then_restart(pipeline: Pipeline, victim: str, record: dict[str, object]) -> None:
+    events = raw_threads(150)  # 3,300 events
+    comp, proj = pipeline.compactor(), pipeline.projector(batch_size=100)
+    half = len(events) // 2
+    produce_events(pipeline.bootstrap, pipeline.topics["events"], events[:half])
+    target = comp if victim == "compactor" else proj
+    wait_until(lambda: len(pipeline.ids()) > 50, 90, "the first rows")
+    producing = threading.Thread(
+        target=produce_events, args=(pipeline.bootstrap, pipeline.topics["events"], events[half:])
+    )
+    producing.start()
+    target.kill9()
+    at_kill = len(pipeline.ids())
+    target.start()
+    producing.join(60)
+    expected = expected_ids(events)
+    assert at_kill < len(expected), "the kill must land mid-stream"
+    pipeline.wait_rows(expected, 150)
+    record.update(check_invariants(pipeline, expected), rows_at_kill=at_kill, events=len(events))
+    assert_compacts_identical(pipeline, events)
+
+
+def _restart_postgres() -> None:
+    from deploy.local import postgres_node
+
+    p = postgres_node.paths()
+    bins = postgres_node.bin_dir(install=False)
+    argv = [str(bins / "pg_ctl"), "-D", str(p.data), "-l", str(p.log_file), "-m", "fast", "-w", "-t", "30",
+            "restart"]  # fmt: skip
+    if os.geteuid() == 0:
+        argv = ["runuser", "-u", "postgres", "--", *argv]
+    subprocess.run(argv, check=True, capture_output=True, cwd="/", timeout=60)
+
+
+def test_postgres_restart_mid_stream(pipeline: Pipeline, record: dict[str, object]) -> None:
+    events = raw_threads(150, prefix="1713")
+    pipeline.compactor()
+    proj = pipeline.projector(batch_size=100)
+    half = len(events) // 2
+    produce_events(pipeline.bootstrap, pipeline.topics["events"], events[:half])
+    wait_until(lambda: len(pipeline.ids()) > 50, 90, "the first rows")
+    producing = threading.Thread(
+        target=produce_events, args=(pipeline.bootstrap, pipeline.topics["events"], events[half:])
+    )
+    producing.start()
+    try:
+        _restart_postgres()
+    finally:
+        from deploy.local.stack import up
+
+        up()  # the stack is shared: make sure it is whole again whatever happened
+    producing.join(60)
+    expected = expected_ids(events)
+    wait_until(lambda: _ids_or_none(pipeline) is not None, 30, "postgres back")
+    pipeline.wait_rows(expected, 150)
+    record.update(check_invariants(pipeline, expected))
+    assert_compacts_identical(pipeline, events)
+    assert proj.alive(), "the projector must survive a Postgres restart"
+
+
+def _ids_or_none(pipe: Pipeline) -> list[str] | None:
+    import psycopg
+
+    try:
+        return pipe.ids()
+    except psycopg.Error:
+        return None
