@@ -84,7 +84,9 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, log: Path | N
             return
         for name, proc in run.procs.items():
             if proc.poll() is not None:
-                raise UserFacingError(f"step '{what}': {name} exited with {proc.returncode}; see {run.log(name)}")
+                raise UserFacingError(
+                    f"step '{what}': {name} exited with {proc.returncode}; see {run.log(name)}"
+                )
         time.sleep(0.1)
     where = f"; see {log}" if log else ""
     raise UserFacingError(f"step '{what}' timed out after {timeout:.0f}s{where}")
@@ -185,7 +187,11 @@ def model_inputs(agent_log: Path) -> dict[int, list[tuple[str, int]]]:
             rec = json.loads(line)
         except ValueError:
             continue
-        if isinstance(rec, dict) and rec.get("message") == "round committed" and "round" in rec:
+        if (
+            isinstance(rec, dict)
+            and rec.get("msg", rec.get("message")) == "round committed"
+            and "round" in rec
+        ):
             out[int(rec["round"])] = [(str(n), int(t)) for n, t in rec.get("model_inputs") or []]
     return out
 
@@ -259,7 +265,12 @@ def run(args: argparse.Namespace) -> int:
     seed = seed_incident()
     try:
         common = ["--dlq-topic", names["dlq"]]
-        start(run_, "ingest", ["--port", str(port), "--events-topic", names["events"], "--wake-topic", names["wake"], *common], env)
+        start(
+            run_,
+            "ingest",
+            ["--port", str(port), "--events-topic", names["events"], "--wake-topic", names["wake"], *common],
+            env,
+        )
         start(
             run_,
             "compactor",
@@ -276,7 +287,15 @@ def run(args: argparse.Namespace) -> int:
         start(
             run_,
             "projector",
-            ["--schema", run_.schema, "--topic", names["compacted"], "--group", f"demo.{run_.run_id}.projector", *common],
+            [
+                "--schema",
+                run_.schema,
+                "--topic",
+                names["compacted"],
+                "--group",
+                f"demo.{run_.run_id}.projector",
+                *common,
+            ],
             env,
         )
         start(
@@ -301,9 +320,17 @@ def run(args: argparse.Namespace) -> int:
 
         wait_for("ingest ready", healthy, t, run_.log("ingest"), run_)
         run_.step(f"ingest ready on {base}")
-        wait_for("projector ready", log_has(run_.log("projector"), "assigned"), t, run_.log("projector"), run_)
+        wait_for(
+            "projector ready", log_has(run_.log("projector"), "assigned"), t, run_.log("projector"), run_
+        )
         run_.step("projector ready (partitions assigned)")
-        wait_for("compactor ready", log_has(run_.log("compactor"), "Ready"), t, run_.log("compactor"), run_)
+        wait_for(
+            "compactor ready",
+            log_has(run_.log("compactor"), "partitions assigned"),
+            t,
+            run_.log("compactor"),
+            run_,
+        )
         run_.step("compactor ready (faust worker)")
         wait_for("agent ready", log_has(run_.log("agent"), "agent starting"), t, run_.log("agent"), run_)
         run_.step("agent ready")
@@ -313,7 +340,9 @@ def run(args: argparse.Namespace) -> int:
                 "/alertmanager", json=seed.alertmanager_webhook, headers={"Authorization": f"Bearer {token}"}
             )
             if resp.status_code != 200:
-                raise UserFacingError(f"step 'alertmanager webhook': ingest answered {resp.status_code}: {resp.text[:200]}")
+                raise UserFacingError(
+                    f"step 'alertmanager webhook': ingest answered {resp.status_code}: {resp.text[:200]}"
+                )
             thread_ts = str(resp.json().get("thread_ts") or seed.thread_ts)
             run_.step(f"alert sent through ingest (thread {thread_ts}); waiting for round 1")
             wait_for("round 1", round_posted(dsn, run_.schema, thread_ts, 1), t, run_.log("agent"), run_)
@@ -337,13 +366,18 @@ def run(args: argparse.Namespace) -> int:
         inputs = model_inputs(run_.log("agent"))
         if inputs.get(2):
             biggest = max(tok for _node, tok in inputs[2])
-            print(f"round-2 model input: {biggest:,} tokens (largest call; preamble included)")
+            calls = ", ".join(f"{node} {tok:,}" for node, tok in inputs[2])
+            print(
+                f"round-2 model input: {biggest:,} tokens (largest call, preamble included; calls: {calls})"
+            )
         used = models_used(dsn, run_.schema, thread_ts, run_.log("agent"))
         if used == {LOCAL_MODEL} or (not used and LOCAL_MODEL in run_.log("agent").read_text()):
             print(LOCAL_NOTE)
         else:
             print(f"model: {', '.join(sorted(used)) or 'unknown'}")
-        print(f"schema {run_.schema}; logs in {run_.root}; `incident-memory show {thread_ts} --schema {run_.schema}`")
+        print(
+            f"schema {run_.schema}; logs in {run_.root}; `incident-memory show {thread_ts} --schema {run_.schema}`"
+        )
     finally:
         stop_all(run_)
         run_.step("services stopped")

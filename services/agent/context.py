@@ -138,6 +138,8 @@ def alert_text(value: Any) -> str:
         f"ALERT {v.get('alertname', '?')} ({v.get('status', '?')}) for service {v.get('service', '?')}",
         f"window {v.get('window_start')} .. {v.get('window_end')}",
     ]
+    said = {"alertname": v.get("alertname"), "service": v.get("service")}
+    labels = {k: val for k, val in labels.items() if said.get(k) != val}  # said on the first line
     if labels:
         parts.append("labels " + render_for_model(labels))
     for key in ("summary", "description"):
@@ -162,6 +164,11 @@ def row_to_message(row: ContextRow) -> BaseMessage:
             text = str(v.get("line") or v.get("headline") or text)
         return AIMessage(content=text, tool_calls=calls, id=row.id)
     if row.role == "tool":
+        if row.re_rendered:  # a headline or one line: plain text, its evidence id up front
+            text = v.get("headline") or v.get("line") or ""
+            return ToolMessage(
+                content=f"[evidence {row.id}] {text}", tool_call_id=row.tool_call_id or "", id=row.id
+            )
         body = render_for_model(row.value)
         if row.id not in body:
             body = f"[evidence {row.id}] {body}"

@@ -160,8 +160,8 @@ def _fill(tool: dict[str, Any], values: dict[str, Any]) -> dict[str, Any] | None
 
 def _investigate(messages: Sequence[BaseMessage], system: str, tools: list[dict[str, Any]]) -> AIMessage:
     if messages and isinstance(messages[-1], ToolMessage):
-        got = [eid for eid, _, _ in _evidence(messages)]
-        return AIMessage(content=f"Evidence gathered: {', '.join(got)}. Moving to a hypothesis.")
+        got = _evidence(messages)
+        return AIMessage(content=f"{len(got)} results in evidence; moving to a hypothesis.")
     by_name = {t["function"]["name"]: t for t in tools if "function" in t}
     done = {c["name"] for c in _calls(messages).values()}
     window = _WINDOW.search(system)

@@ -55,6 +55,25 @@ def evidence_in_hand(ctx: LoadedContext) -> list[tuple[str, str, dict[str, Any]]
     return found
 
 
+def _outside_window(args: dict[str, Any], window: tuple[str, str] | None) -> dict[str, Any]:
+    """A call's args without the pinned window's bounds (said once above): fewer tokens, same meaning."""
+    if window is None:
+        return args
+    bounds = {_instant(w) for w in window}
+    return {k: v for k, v in args.items() if not (isinstance(v, str) and _instant(v) in bounds)}
+
+
+def _instant(value: str) -> str:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).isoformat()
+    except ValueError:
+        return value
+
+
+def _clip(text: str, width: int = 100) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def established(ctx: LoadedContext) -> list[str]:
     """Claims a judge graded as grounded, each with its evidence ids."""
     lines = []
@@ -64,7 +83,7 @@ def established(ctx: LoadedContext) -> list[str]:
         for graded in row.value.get("graded_claims") or []:
             if graded.get("grounded"):
                 ids = ", ".join(graded.get("evidence_ids") or [])
-                lines.append(f"{graded.get('claim')} [{ids}]")
+                lines.append(f"{_clip(str(graded.get('claim')))} [{ids}]")
     return list(dict.fromkeys(lines))
 
 
@@ -98,10 +117,12 @@ def render_preamble(ctx: LoadedContext, round_: int, trigger: Trigger, now: date
     facts = established(ctx)
     lines.append("Established so far (with evidence ids): " + ("; ".join(facts) if facts else "nothing yet."))
     rejection = last_rejection(ctx)
-    if rejection is not None:
-        qs = " | ".join(str(q) for q in rejection.value.get("questions") or [])
-        lines.append(f"The judge's last rejection ({rejection.id}): {qs}")
     questions = open_questions(ctx)
+    asked = [str(q) for q in rejection.value.get("questions") or []] if rejection is not None else []
+    if rejection is not None and asked != questions:
+        lines.append(f"The judge's last rejection ({rejection.id}): {' | '.join(asked)}")
+    elif rejection is not None:
+        lines.append(f"The judge's last rejection ({rejection.id}) left the open questions below.")
     lines.append("Open questions: " + (" | ".join(questions) if questions else "none."))
     if trigger.reason == "mention":
         lines.append(f"{trigger.user or 'someone'} just tagged you ({trigger.message_id}); answer them.")
@@ -109,7 +130,10 @@ def render_preamble(ctx: LoadedContext, round_: int, trigger: Trigger, now: date
         lines.append(f"The alert just opened this thread ({trigger.message_id}).")
     evidence = evidence_in_hand(ctx)
     if evidence:
-        listed = "; ".join(f"{tool}({render_for_model(args)}) -> {eid}" for eid, tool, args in evidence)
+        listed = "; ".join(
+            f"{tool}({render_for_model(_outside_window(args, window))}) -> {eid}"
+            for eid, tool, args in evidence
+        )
         lines.append(f"Do not repeat tool calls whose results are already in evidence: {listed}")
     else:
         lines.append("Do not repeat tool calls whose results are already in evidence.")

@@ -9,6 +9,7 @@ rerun: the same 20 rows, and no tool called twice (the rerun takes the digest fr
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -79,13 +80,13 @@ def _model_inputs(procs: Procs, round_: int) -> list[int]:
         for p in procs.started
         if p.name == "agent"
         for rec in p.logs()
-        if rec.get("message") == "model call" and rec.get("round") == round_
+        if rec.get("msg") == "model call" and rec.get("round") == round_
     ]
 
 
 def _logged(procs: Procs, message: str, **fields: Any) -> bool:
     return any(
-        rec.get("message") == message and all(rec.get(k) == v for k, v in fields.items())
+        rec.get("msg") == message and all(rec.get(k) == v for k, v in fields.items())
         for p in procs.started
         if p.name == "agent"
         for rec in p.logs()
@@ -128,6 +129,8 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
     finally:
         procs.stop_all()
 
+    if os.environ.get("AGENT_TEST_DUMP"):
+        Path(os.environ["AGENT_TEST_DUMP"]).write_text(json.dumps([list(r) for r in rows], default=str))
     assert [(r[1], r[2]) for r in rows] == SEED_SHAPE
     by_id = {r[0]: r for r in rows}
     judge1, post1 = by_id[f"{rows[0][0].split(':')[0]}:1:judge:0"], rows[8]
@@ -153,7 +156,7 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
 
 def _tool_called_r2(procs: Procs) -> bool:
     return any(
-        rec.get("message") == "tool called" and ":2:tools:" in str(rec.get("message_id"))
+        rec.get("msg") == "tool called" and ":2:tools:" in str(rec.get("message_id"))
         for p in procs.started
         if p.name == "agent"
         for rec in p.logs()

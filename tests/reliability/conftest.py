@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def pipeline(stack: Settings, pg_schema: str, topic_names: dict[str, str], tmp_path: Path) -> Iterator[Pipeline]:
+def pipeline(
+    stack: Settings, pg_schema: str, topic_names: dict[str, str], tmp_path: Path
+) -> Iterator[Pipeline]:
     pipe = Pipeline(stack.kafka_bootstrap_servers, stack.database_url, pg_schema, topic_names, tmp_path)
     try:
         yield pipe
@@ -37,8 +40,8 @@ def record(request: pytest.FixtureRequest) -> dict[str, object]:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    outcome: Any = yield
     report = outcome.get_result()
     if report.when == "call" or (report.when == "setup" and report.failed):
         line = {"test": item.nodeid, "outcome": report.outcome, "seconds": round(report.duration, 1),

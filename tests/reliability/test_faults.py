@@ -11,7 +11,15 @@ import pytest
 from schemas.events import ToolResult, canonical_json
 from services.compactor.stream import Compacted, process
 
-from .harness import Pipeline, check_invariants, compacts, expected_ids, produce_events, raw_threads, wait_until
+from .harness import (
+    Pipeline,
+    check_invariants,
+    compacts,
+    expected_ids,
+    produce_events,
+    raw_threads,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.stack, pytest.mark.reliability]
 

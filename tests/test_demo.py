@@ -1,0 +1,59 @@
+"""`incident-memory demo` end to end: the seed table, for real, and nothing left running."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from services.runtime.settings import Settings
+
+CLI = str(Path(sys.executable).with_name("incident-memory"))
+SEED_ROLES = (
+    ["alert", "ai", "tool", "tool", "tool", "ai", "ai", "judge", "post"]
+    + ["human"] * 5
+    + ["ai", "tool", "ai", "ai", "judge", "post"]
+)
+
+
+def _table_rows(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+(\d+|-)\s+[a-z]+\s", line)]
+
+
+def _running(root: Path) -> list[str]:
+    """Service processes whose command line names this run's topics (i.e. ones the demo started)."""
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in ps.splitlines() if f"demo.{root.name}." in line]
+
+
+@pytest.mark.stack
+def test_demo_prints_the_seed_table(stack: Settings, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [CLI, "demo", "--cache-dir", str(tmp_path), "--timeout", "90"],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env={
+            **os.environ,
+            "KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap_servers,
+            "DATABASE_URL": stack.database_url,
+        },
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = _table_rows(proc.stdout)
+    assert [r[2] for r in rows] == SEED_ROLES
+    assert [int(r[0]) for r in rows] == list(range(1, 21))
+    assert [r[1] for r in rows].count("1") == 8 and [r[1] for r in rows].count("2") == 6
+    total = re.search(r"total \(20 rows\)\s+([\d,]+)\s+([\d,]+)", proc.stdout)
+    assert total, proc.stdout
+    raw, ctx = (int(g.replace(",", "")) for g in total.groups())
+    assert raw > 40_000
+    assert 0 < ctx < raw / 4
+    assert re.search(r"^model: \S+", proc.stdout, re.M)
+    assert "services stopped" in proc.stdout
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert not _running(run_dir)
