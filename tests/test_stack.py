@@ -193,6 +193,10 @@ def test_stop_signals_only_a_process_started_with_the_marker(tmp_path: Path) -> 
     )
     pid_file = tmp_path / "x.pid"
     pid_file.write_text(f"{proc.pid}\n")
+    # until the child has exec'd, /proc/<pid>/cmdline is still the parent's: wait for the exec, not a time
+    deadline = time.monotonic() + 10
+    while procs.running_pid(pid_file, marker) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert procs.running_pid(pid_file, marker) == proc.pid
     assert procs.running_pid(pid_file, "some-other-marker") is None  # a reused pid is not ours
     assert procs.stop(proc.pid, "some-other-marker") is False

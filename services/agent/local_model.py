@@ -127,10 +127,15 @@ def _evidence(messages: Sequence[BaseMessage]) -> list[tuple[str, str, Any]]:
 
 def _humans_since_verdict(messages: Sequence[BaseMessage]) -> list[tuple[str, str, bool]]:
     """(id, text, mentions the bot) of human turns after the last judge verdict."""
+    return _humans(messages, since_verdict=True)
+
+
+def _humans(messages: Sequence[BaseMessage], since_verdict: bool = False) -> list[tuple[str, str, bool]]:
+    """(id, text, mentions the bot) of the thread's human turns (all, or after the last verdict)."""
     out: list[tuple[str, str, bool]] = []
     for m in messages:
         text = _text(m)
-        if isinstance(m, AIMessage) and text.startswith("judge ("):
+        if since_verdict and isinstance(m, AIMessage) and text.startswith("judge ("):
             out = []
         elif isinstance(m, HumanMessage) and not text.startswith("ALERT "):
             mention = text.startswith("(mentions the bot) ")
@@ -222,7 +227,8 @@ def _hypothesis(messages: Sequence[BaseMessage]) -> dict[str, Any]:
         for fact in salient_facts(digest)[:2]:
             claims.append({"text": f"{tool}: {fact}", "evidence_ids": [eid]})
         cited.append(eid)
-    humans = [(hid, text) for hid, text, mention in _humans_since_verdict(messages) if not mention]
+    # every human statement in the thread is evidence, not only the ones since the last verdict
+    humans = [(hid, text) for hid, text, mention in _humans(messages) if not mention]
     for hid, text in humans:
         claims.append({"text": f"reported in the thread: {text}", "evidence_ids": [hid]})
         cited.append(hid)

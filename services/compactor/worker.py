@@ -11,11 +11,12 @@ makes a replay reuse a selector's choice instead of asking again (invariant 8).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any, ClassVar
 
 import faust
-from faust.types import TP
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP, ConsumerT
 
 from schemas.events import Selection
 from services.compactor.selector import Selector
@@ -50,6 +51,8 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
         web_bind="127.0.0.1",
         web_host="127.0.0.1",
     )
+    # Before anything touches app.transport (app.topic does, through the conductor).
+    app.transport = _Transport(app.conf.broker_consumer, app)
     source = app.topic(config.events_topic, key_serializer="raw", value_serializer="raw")
     compacted = app.topic(config.compacted_topic, key_serializer="raw", value_serializer="raw")
     dlq = app.topic(config.dlq_topic, key_serializer="raw", value_serializer="raw")
@@ -149,6 +152,67 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
 
     _ = compact, on_assigned
     return app
+
+
+class _NoLossConsumer(faust_aiokafka.Consumer):
+    """faust's aiokafka consumer, closing two holes that lose records of a group with no commits.
+
+    Found on the replay (a new app id = a new consumer group, a selections changelog that
+    is not empty): one record, the first of a partition, never came out. What happens in
+    faust 0.15.3's `Recovery.on_recovery_completed` after the changelog is read:
+
+        consumer.resume_partitions(stream partitions)  # flow is already active (recovery resumed it)
+        await consumer.perform_seek()                  # awaits the broker: meanwhile records are
+                                                       # fetched and queued for the agent
+        app.flow_control.resume()                      # clears the stream queues (clear_on_resume)
+
+    The records queued in that window are dropped by the clear, and faust counts on
+    perform_seek to fetch them again. But aiokafka's `seek_to_committed` only seeks when the
+    committed offset is > 0: with no committed offset (a new group) or 0, the position stays
+    past the dropped records, so they are never read again (invariant 12). The first worker
+    usually escapes because its changelog is empty and its first fetch comes later.
+
+    1. Stream (non-changelog) partitions resumed while recovery finishes are held back until
+       `resume_flow()`, which faust calls right after the queues are cleared: nothing of theirs
+       is fetched into a queue that is about to be cleared, and their order is kept.
+    2. `seek_to_committed` seeks a stream partition with no committed offset (or 0) to the
+       beginning (as consumer_auto_offset_reset="earliest" does), so every other place where
+       faust drops fetched records and seeks back (a rebalance mid-batch) re-reads them:
+       at worst a duplicate of an uncommitted record (at-least-once), never a loss.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held: set[TP] = set()
+
+    def pause_partitions(self, tps: Iterable[TP]) -> None:
+        tpset = set(tps)
+        self._held.difference_update(tpset)
+        super().pause_partitions(tpset)
+
+    def resume_partitions(self, tps: Iterable[TP]) -> None:
+        tpset = set(tps)
+        stream = {tp for tp in tpset if not self._is_changelog_tp(tp)}
+        self._held.update(stream)  # still paused: resumed by resume_flow()
+        super().resume_partitions(tpset - stream)
+
+    def resume_flow(self) -> None:
+        super().resume_flow()
+        held, self._held = self._held, set()
+        assigned = self.assignment()
+        if held & assigned:
+            super().resume_partitions(held & assigned)
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        committed = await super().seek_to_committed()
+        fresh = [tp for tp, offset in committed.items() if not offset and not self._is_changelog_tp(tp)]
+        if fresh:
+            await self._thread.seek_to_beginning(*fresh)
+        return committed
+
+
+class _Transport(faust_aiokafka.Transport):
+    Consumer: ClassVar[type[ConsumerT]] = _NoLossConsumer
 
 
 def _tool_of(result: Dead) -> str:
