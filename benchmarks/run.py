@@ -85,12 +85,16 @@ def write_report(path: Path, names: list[str], results: dict[str, Any], argv: li
     ]
     for name in names:
         result = results.get(name, {})
-        parts.append(f"## {result.get('title', name)}\n")
+        body = result.get("markdown", "(no output)\n").strip("\n")
+        heading = f"## {result.get('title', name)}"
+        if body.startswith("## "):  # the benchmark wrote its own heading
+            heading, _, body = body.partition("\n")
+        parts.append(heading + "\n")
         if result.get("measured_at"):
             parts.append(
                 f"_Measured {result['measured_at']} by `incident-memory bench --only {name}` or a full run._\n"
             )
-        parts.append(result.get("markdown", "(no output)\n"))
+        parts.append(body.strip("\n") + "\n")
     path.write_text("\n".join(parts))
 
 

@@ -31,7 +31,7 @@ from schemas.events import (
     canonical_json,
 )
 from schemas.ids import message_id, tool_call_id
-from schemas.tokens import render_for_model
+from schemas.tokens import count_tokens, render_for_model
 from services.agent import metrics, prompts
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
 from services.agent.context import LoadedContext, message_tokens, to_messages
@@ -90,6 +90,7 @@ def build_graph(deps: RoundDeps) -> Any:
     earlier = {(tool, canonical_json(args)): eid for eid, tool, args in evidence_in_hand(deps.ctx)}
     telemetry = deps.toolbox.tool_specs(exclude=(EVIDENCE_TOOL,))
     investigator = deps.agent_model.bind_tools(telemetry) if telemetry else deps.agent_model
+    schema_tokens = count_tokens(render_for_model(telemetry)) if telemetry else 0  # sent beside investigate
 
     async def emit(*events: EventBase) -> None:
         await asyncio.to_thread(deps.emitter.send, *events)
@@ -99,7 +100,15 @@ def build_graph(deps: RoundDeps) -> Any:
         deps.model_inputs.append((node, tokens))
         metrics.MODEL_INPUT_TOKENS.labels(node).observe(tokens)
         log.info(
-            "model call", extra=about(deps.thread_ts, None, node=node, round=deps.round, input_tokens=tokens)
+            "model call",
+            extra=about(
+                deps.thread_ts,
+                None,
+                node=node,
+                round=deps.round,
+                input_tokens=tokens,
+                tool_schema_tokens=schema_tokens if model is investigator else 0,
+            ),
         )
         answer = await model.ainvoke(messages)
         if not isinstance(answer, AIMessage):

@@ -19,6 +19,7 @@ from langchain_core.language_models import BaseChatModel
 from psycopg import sql
 
 from schemas.events import Wake
+from schemas.tokens import count_tokens
 from services.agent import metrics
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
 from services.agent.context import LoadedContext, load_context
@@ -198,8 +199,6 @@ async def run_round(
         visible = await _wait_visible(conn, ids[-1], config.projection_timeout)
         if not visible:
             log.warning("round acked but not yet visible", extra=about(thread_ts, ids[-1], round=round_))
-        from schemas.tokens import count_tokens
-
         seconds = time.perf_counter() - started
         metrics.ROUND_SECONDS.observe(seconds)
         metrics.ROUNDS.labels("committed").inc()

@@ -143,7 +143,15 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
     # Round 2's model input (preamble included) vs the raw the thread stands on.
     inputs = _model_inputs(procs, 2)
     raw_total = sum(count_value_tokens(r[4]) for r in rows)
-    print(f"round-2 model inputs {inputs}; raw total {raw_total}; visible {sum(r[6] for r in rows)}")
+    schemas = {
+        rec.get("tool_schema_tokens")
+        for p in procs.started
+        for rec in p.logs()
+        if rec.get("msg") == "model call"
+    }
+    print(
+        f"round-2 model inputs {inputs} (+ tool schemas {schemas} on investigate calls); raw total {raw_total}"
+    )
     assert inputs and max(inputs) < 2500
     assert raw_total > 40000
 

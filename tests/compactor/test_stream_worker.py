@@ -231,8 +231,13 @@ def _record(msg: Any) -> Record:
     return Record(int(msg.partition()), int(msg.offset()), msg.key(), bytes(msg.value() or b""))
 
 
-def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 120.0) -> list[Record]:
-    """Every record of `topic` from the beginning, once `expected` have arrived (partition, offset order)."""
+def read_all(
+    bootstrap: str, topic: str, expected: int, timeout: float = 120.0, sources: list[Record] | None = None
+) -> list[Record]:
+    """Every record of `topic` from the beginning, once `expected` have arrived (partition, offset order).
+
+    With `sources` (the input records), a shortfall names the inputs whose message_id never came out.
+    """
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -253,6 +258,16 @@ def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 120.0) 
         out += [_record(msg) for msg in consumer.consume(500, timeout=1.0)]
     finally:
         consumer.close()
+    if len(out) < expected and sources is not None:
+        seen = {parse_event(r.value).message_id for r in out}
+        missing = [
+            (r.partition, r.offset, parse_event(r.value).message_id)
+            for r in sources
+            if parse_event(r.value).message_id not in seen
+        ]
+        pytest.fail(
+            f"{topic}: {len(out)} of {expected} records after {timeout}s; missing (partition, offset, message_id): {missing}"
+        )
     assert len(out) >= expected, f"{topic}: {len(out)} of {expected} records after {timeout}s"
     return sorted(out, key=lambda r: (r.partition, r.offset))
 
@@ -392,11 +407,11 @@ def test_replay_reuses_recorded_selections_and_gives_identical_bytes(
             (ts.encode(), tool(ts, 0, loki(30 + t)).to_bytes()),
             (ts.encode(), human(ts, 1).to_bytes()),
         ]
-    produce(kafka_bootstrap, topic_names["events"], records)
+    landed = produce(kafka_bootstrap, topic_names["events"], records)
     selections = extra_topics("sel", 8)
 
     first = workers.start(topic_names, f"it-{uuid.uuid4().hex[:8]}", selections=selections)
-    out1 = read_all(kafka_bootstrap, topic_names["compacted"], len(records))
+    out1 = read_all(kafka_bootstrap, topic_names["compacted"], len(records), sources=landed)
     assert first.metric("compactor_selector_calls_total") == 8
     assert first.stop() == 0
 
@@ -405,7 +420,7 @@ def test_replay_reuses_recorded_selections_and_gives_identical_bytes(
     second = workers.start(
         topic_names, f"it-{uuid.uuid4().hex[:8]}", selections=selections, compacted=replay_topic
     )
-    out2 = read_all(kafka_bootstrap, replay_topic, len(records))
+    out2 = read_all(kafka_bootstrap, replay_topic, len(records), sources=landed)
     assert [(r.partition, r.key, r.value) for r in out2] == [(r.partition, r.key, r.value) for r in out1]
     assert second.metric("compactor_selector_calls_total") == 0, "a replay must not ask the selector again"
     assert second.metric("compactor_selections_reused_total") == 8
