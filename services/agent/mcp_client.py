@@ -54,7 +54,7 @@ class McpToolbox:
                     "function": {
                         "name": tool.name,
                         "description": tool.description or tool.name,
-                        "parameters": tool.input_schema or {"type": "object", "properties": {}},
+                        "parameters": lean_schema(tool.input_schema or {"type": "object", "properties": {}}),
                     },
                 }
             log.info("mcp server ready", extra={"server": server.name, "tools": sorted(self._sessions)})
@@ -101,3 +101,16 @@ class McpToolbox:
             return json.loads(text)
         except ValueError:
             return text
+
+
+def lean_schema(schema: Any) -> Any:
+    """A tool's JSON Schema without the `title`s pydantic generates from the names it already has.
+
+    The schemas are sent beside every investigate call, so their tokens are paid on every turn;
+    a title says nothing the property name does not (73 of 568 tokens for the telemetry tools).
+    """
+    if isinstance(schema, dict):
+        return {k: lean_schema(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(schema, list):
+        return [lean_schema(v) for v in schema]
+    return schema
