@@ -10,8 +10,9 @@ makes a replay reuse a selector's choice instead of asking again (invariant 8).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, ClassVar
 
 import faust
@@ -155,35 +156,39 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
 
 
 class _NoLossConsumer(faust_aiokafka.Consumer):
-    """faust's aiokafka consumer, closing two holes that lose records of a group with no commits.
+    """faust's aiokafka consumer, closing two holes that lose records of a new consumer group.
 
-    Found on the replay (a new app id = a new consumer group, a selections changelog that
-    is not empty): one record, the first of a partition, never came out. What happens in
-    faust 0.15.3's `Recovery.on_recovery_completed` after the changelog is read:
+    Found on the replay (a new app id = a new group, a selections changelog that is not
+    empty): the first record(s) of a partition never came out. faust 0.15.3 drops records
+    it has already fetched in two places and counts on `perform_seek` to read them again,
+    but aiokafka's `seek_to_committed` only seeks when the committed offset is > 0: with no
+    committed offset (a new group) the position stays past them and they are lost
+    (invariant 12).
 
-        consumer.resume_partitions(stream partitions)  # flow is already active (recovery resumed it)
-        await consumer.perform_seek()                  # awaits the broker: meanwhile records are
-                                                       # fetched and queued for the agent
-        app.flow_control.resume()                      # clears the stream queues (clear_on_resume)
-
-    The records queued in that window are dropped by the clear, and faust counts on
-    perform_seek to fetch them again. But aiokafka's `seek_to_committed` only seeks when the
-    committed offset is > 0: with no committed offset (a new group) or 0, the position stays
-    past the dropped records, so they are never read again (invariant 12). The first worker
-    usually escapes because its changelog is empty and its first fetch comes later.
-
-    1. Stream (non-changelog) partitions resumed while recovery finishes are held back until
-       `resume_flow()`, which faust calls right after the queues are cleared: nothing of theirs
-       is fetched into a queue that is about to be cleared, and their order is kept.
-    2. `seek_to_committed` seeks a stream partition with no committed offset (or 0) to the
-       beginning (as consumer_auto_offset_reset="earliest" does), so every other place where
-       faust drops fetched records and seeks back (a rebalance mid-batch) re-reads them:
-       at worst a duplicate of an uncommitted record (at-least-once), never a loss.
+    1. `getmany` hands the consumer thread faust's *live* set of active partitions. When
+       recovery pauses the changelog partitions while that call is queued, the set is empty
+       by the time aiokafka runs, and aiokafka's fetcher reads an empty set as "every
+       partition": it returns (and moves past) the stream records, and faust drops them
+       because they are not active. `_getmany` below passes a snapshot, and never an empty one.
+    2. `Recovery.on_recovery_completed` resumes the stream partitions, awaits `perform_seek`
+       (records fetched meanwhile are queued for the agent), then `app.flow_control.resume()`
+       clears the stream queues. Stream (non-changelog) partitions resumed there are held
+       back until `resume_flow()`, which faust calls right after that clear: nothing of theirs
+       is fetched into a queue that is about to be cleared, and their order is kept. faust's
+       pause/resume only choose which partitions `getmany` asks for, so holding costs nothing.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._held: set[TP] = set()
+
+    async def _getmany(self, active_partitions: set[TP] | None, timeout: float) -> Any:
+        if active_partitions is not None:
+            active_partitions = set(active_partitions)  # a snapshot, not faust's live set
+            if not active_partitions:
+                await asyncio.sleep(min(timeout, 0.1))
+                return {}
+        return await super()._getmany(active_partitions, timeout)
 
     def pause_partitions(self, tps: Iterable[TP]) -> None:
         tpset = set(tps)
@@ -202,13 +207,6 @@ class _NoLossConsumer(faust_aiokafka.Consumer):
         assigned = self.assignment()
         if held & assigned:
             super().resume_partitions(held & assigned)
-
-    async def seek_to_committed(self) -> Mapping[TP, int]:
-        committed = await super().seek_to_committed()
-        fresh = [tp for tp, offset in committed.items() if not offset and not self._is_changelog_tp(tp)]
-        if fresh:
-            await self._thread.seek_to_beginning(*fresh)
-        return committed
 
 
 class _Transport(faust_aiokafka.Transport):
