@@ -53,6 +53,26 @@ def fingerprint(line: str) -> str:
     return _MASK.sub("<*>", line)
 
 
+# Swapping one digit for another changes neither a line's fingerprint (a digit stays a word
+# character, a hex digit and a digit) nor its level (level words are letters). So lines that differ
+# only in their numbers, the bulk of any log, share one entry, keyed by the line with its digits
+# zeroed; bytes.translate does that in C. Pure, so the cache is safe across calls; bounded.
+_ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_SHAPE_CACHE_MAX = 50_000
+_shapes: dict[bytes, tuple[str, str]] = {}
+
+
+def line_shape(line: str) -> tuple[str, str]:
+    """(fingerprint, level) of a line, cached by its digit-zeroed bytes."""
+    key = line.encode("utf-8", "surrogatepass").translate(_ZERO_DIGITS)
+    shape = _shapes.get(key)
+    if shape is None:
+        if len(_shapes) >= _SHAPE_CACHE_MAX:
+            _shapes.clear()
+        shape = _shapes[key] = (fingerprint(line), line_level(line))
+    return shape
+
+
 def line_level(line: str) -> str:
     """The most severe level word in a line (`info` when none)."""
     if _LEVEL_HINT.search(line.lower()) is None:
@@ -160,14 +180,8 @@ class _Pattern:
 def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft:
     entries = parse(raw)
     patterns: dict[str, _Pattern] = {}
-    levels: dict[str, str] = {}
-    prints: dict[str, str] = {}
     for ns, _, line, label_level in entries:
-        fp = prints.get(line)
-        if fp is None:
-            fp = prints[line] = fingerprint(line)
-            levels[line] = line_level(line)
-        level = levels[line]
+        fp, level = line_shape(line)
         if LEVEL_RANK[label_level] > LEVEL_RANK[level]:
             level = label_level
         pat = patterns.get(fp)

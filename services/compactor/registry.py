@@ -126,19 +126,17 @@ def _render(
     return compact
 
 
-def _candidates(items: tuple[Item, ...]) -> list[Candidate]:
-    return [
-        Candidate(
-            id=it.id,
-            text=canonical_json(dict(it.body)),
-            n=it.n,
-            level=it.level,
-            pinned=it.pinned,
-            tokens=count_tokens(canonical_json(dict(it.body))) + 1,
-            first=it.first,
-        )
-        for it in items
-    ]
+def _candidate(item: Item) -> Candidate:
+    text = canonical_json(dict(item.body))
+    return Candidate(
+        id=item.id,
+        text=text,
+        n=item.n,
+        level=item.level,
+        pinned=item.pinned,
+        tokens=count_tokens(text) + 1,
+        first=item.first,
+    )
 
 
 def compact_tool_result(
@@ -149,20 +147,23 @@ def compact_tool_result(
     budget: int | None = None,
     selector: Selector | None = None,
     recorded_selection: Selection | None = None,
+    canonical_raw: str | None = None,
 ) -> CompactOutcome:
     """Compact one raw tool result within its budget. Pure apart from calling `selector`.
 
     `recorded_selection` (from an earlier compaction of the same raw hash and compactor
-    version) is reused verbatim and the selector is not called.
+    version) is reused verbatim and the selector is not called. `canonical_raw` is
+    `canonical_json(raw)` when the caller already has it (the stream does), so that a
+    large raw is serialised once.
     """
     name = compactor_for(tool)
     limit = budget if budget is not None else budget_for(tool)
     if limit < 1:
         raise ValueError(f"budget must be >= 1, got {limit}")
-    raw_text = raw if isinstance(raw, str) else canonical_json(raw)  # what count_value_tokens renders
-    sha = hashlib.sha256(
-        canonical_json(raw).encode() if isinstance(raw, str) else raw_text.encode()
-    ).hexdigest()
+    if canonical_raw is None:
+        canonical_raw = canonical_json(raw)
+    raw_text = raw if isinstance(raw, str) else canonical_raw  # what count_value_tokens renders
+    sha = hashlib.sha256(canonical_raw.encode()).hexdigest()
     context = dict(alert_context or {})
     evidence_id = str(context.get("evidence_id") or f"sha256:{sha[:16]}")
     draft = COMPACTORS[name](raw, context, evidence_id)
@@ -200,7 +201,7 @@ def compact_tool_result(
             sel = recorded_selection
         else:
             chooser = selector if selector is not None else LocalDeterministicSelector()
-            sel = chooser.select(_candidates(items), max(room, 0), context)
+            sel = chooser.select([_candidate(it) for it in items], max(room, 0), context)
         wanted: list[str] = []
         ignored: list[str] = []
         for i in sel.ids:

@@ -9,6 +9,7 @@ partition/offset (invariant 12), so the worker never stops on it.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from schemas.events import (
     EventDecodeError,
     Selection,
     ToolResult,
+    canonical_json,
     parse_event,
 )
 from services.compactor.registry import (
@@ -26,7 +28,6 @@ from services.compactor.registry import (
     CompactOutcome,
     RawFormatError,
     compact_tool_result,
-    raw_sha256,
 )
 from services.compactor.selector import Selector
 from services.runtime.kafka import dead_letter
@@ -83,7 +84,8 @@ def compact_event(
     Raises RawFormatError / BudgetExceeded / anything the compactor raises; the caller
     turns those into dead letters.
     """
-    key = selection_key(raw_sha256(event.raw))
+    canonical_raw = canonical_json(event.raw)  # serialised once: hash, tokens and output bytes
+    key = selection_key(hashlib.sha256(canonical_raw.encode()).hexdigest())
     previous = recorded(key)
     outcome = compact_tool_result(
         event.tool,
@@ -92,6 +94,7 @@ def compact_event(
         budget=budget,
         selector=selector,
         recorded_selection=previous,
+        canonical_raw=canonical_raw,
     )
     compacted = CompactedToolResult(
         thread_ts=event.thread_ts,
@@ -112,7 +115,26 @@ def compact_event(
         selection=outcome.selection,
     )
     record = outcome.selection if previous is None and outcome.selection is not None else None
-    return Compacted(compacted.to_bytes(), compacted, outcome, selection_key(outcome.raw_sha256), record)
+    value = compacted_bytes(compacted, canonical_raw)
+    return Compacted(value, compacted, outcome, selection_key(outcome.raw_sha256), record)
+
+
+def compacted_bytes(event: CompactedToolResult, canonical_raw: str) -> bytes:
+    """`event.to_bytes()`, with the raw spliced in as the text already serialised instead of dumped again.
+
+    The raw is most of the bytes. Everything else is dumped as usual with a placeholder in the
+    raw's place; the placeholder's JSON text must occur exactly once, else the plain path is taken.
+    """
+    fields = event.model_dump(mode="json", exclude={"raw"})
+    fields["raw"] = _RAW_PLACEHOLDER
+    text = canonical_json(fields)
+    if text.count(_RAW_PLACEHOLDER_JSON) != 1:
+        return event.to_bytes()
+    return text.replace(_RAW_PLACEHOLDER_JSON, canonical_raw).encode()
+
+
+_RAW_PLACEHOLDER = "\x00raw-placeholder\x00"
+_RAW_PLACEHOLDER_JSON = canonical_json(_RAW_PLACEHOLDER)
 
 
 def process(

@@ -7,7 +7,9 @@ Each worker process has its own registry, so tests can start several in one run.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -66,6 +68,40 @@ class StreamMetrics:
         self.assigned = Gauge(
             "compactor_assigned_partitions", "Source partitions assigned to this worker", registry=r
         )
+
+    def record_compacted(self, tool: str, raw_tokens: int, tokens: int) -> None:
+        """Every per-tool-result figure at once, through children bound once per tool (the hot path)."""
+        compacted, ratio = self._per_tool(tool)
+        self._compacted_outcome.inc()
+        compacted.inc()
+        ratio.observe(raw_tokens / max(tokens, 1))
+        self._raw_tokens.inc(raw_tokens)
+        self._compact_tokens.inc(tokens)
+
+    @functools.cached_property
+    def _compacted_outcome(self) -> Any:
+        return self.events.labels(outcome="compacted")
+
+    @functools.cached_property
+    def _raw_tokens(self) -> Any:
+        return self.tokens.labels(kind="raw")
+
+    @functools.cached_property
+    def _compact_tokens(self) -> Any:
+        return self.tokens.labels(kind="compact")
+
+    def _per_tool(self, tool: str) -> tuple[Any, Any]:
+        children = self._tool_children.get(tool)
+        if children is None:
+            children = self._tool_children[tool] = (
+                self.compacted.labels(tool=tool),
+                self.ratio.labels(tool=tool),
+            )
+        return children
+
+    @functools.cached_property
+    def _tool_children(self) -> dict[str, tuple[Any, Any]]:
+        return {}
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
         """`/metrics` and `/healthz` (503 until the worker's timer runs, or when it stalls) on `port`."""

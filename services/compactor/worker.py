@@ -78,18 +78,18 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
         metrics.selections_reused.inc()
         return Selection.model_validate(value)
 
-    lag_gauges: dict[int, Any] = {}
+    last_offsets: dict[TP, int] = {}  # the hot path only notes the offset; a timer turns it into lag
 
-    def observe_lag(tp: TP, offset: int) -> None:
-        gauge = lag_gauges.get(tp.partition)
-        if gauge is None:
-            gauge = lag_gauges[tp.partition] = metrics.lag.labels(partition=str(tp.partition))
-        try:
-            highwater = app.consumer.highwater(tp)
-        except Exception:  # not known yet right after an assignment
-            return
-        if highwater is not None:
-            gauge.set(max(0, highwater - offset - 1))
+    @app.timer(interval=1.0, on_leader=False)
+    async def update_lag() -> None:
+        """consumer_lag per source partition: highwater - next offset, once a second, not per record."""
+        for tp, offset in list(last_offsets.items()):
+            try:
+                highwater = app.consumer.highwater(tp)
+            except Exception:  # not known yet right after an assignment
+                continue
+            if highwater is not None:
+                metrics.lag.labels(partition=str(tp.partition)).set(max(0, highwater - offset - 1))
 
     @app.timer(interval=5.0, on_leader=False)
     async def heartbeat() -> None:
@@ -117,12 +117,7 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
                 if result.record is not None:
                     table[result.selection_key] = result.record.model_dump(mode="json")
                 await compacted.send(key=msg.key, value=result.value, partition=msg.partition)
-                out = result.outcome
-                metrics.events.labels(outcome="compacted").inc()
-                metrics.compacted.labels(tool=result.event.tool).inc()
-                metrics.ratio.labels(tool=result.event.tool).observe(out.raw_tokens / max(out.tokens, 1))
-                metrics.tokens.labels(kind="raw").inc(out.raw_tokens)
-                metrics.tokens.labels(kind="compact").inc(out.tokens)
+                metrics.record_compacted(result.event.tool, result.outcome.raw_tokens, result.outcome.tokens)
             elif isinstance(result, Dead):
                 await dlq.send(key=msg.key, value=result.letter.to_bytes())
                 metrics.events.labels(outcome="dead_letter").inc()
@@ -139,7 +134,7 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
                         offset=msg.offset,
                     ),
                 )
-            observe_lag(msg.tp, msg.offset)
+            last_offsets[msg.tp] = msg.offset
             yield None
 
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]
@@ -151,7 +146,7 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
             extra=about(None, None, topic=config.events_topic, partitions=mine, worker=config.worker_name),
         )
 
-    _ = compact, on_assigned
+    _ = compact, on_assigned, update_lag, heartbeat
     return app
 
 

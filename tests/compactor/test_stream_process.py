@@ -160,3 +160,36 @@ def test_selector_spec_loads_by_import_path_and_counts_calls() -> None:
     counting = CountingSelector(loaded, on_call=seen.append)
     run(tool_result(loki(30)).to_bytes(), selector=counting, budget=150)
     assert counting.calls == 1 and seen == ["local-deterministic"]
+
+
+def test_output_bytes_are_the_canonical_bytes_of_the_event() -> None:
+    """The stream splices the raw it serialised once into the output; the bytes must be exactly
+    `CompactedToolResult.to_bytes()`, including when the raw holds the splice placeholder itself."""
+    from services.compactor.stream import _RAW_PLACEHOLDER
+    from services.seed.generators import generate_events, generate_loki, generate_prometheus
+
+    raws: list[tuple[str, Any]] = [
+        ("query_loki", generate_loki(5, lines=120, patterns=5)),
+        ("query_prometheus", generate_prometheus(6, series=3, points=30)),
+        ("get_pod_events", generate_events(7, events=12, pods=3)),
+        ("query_loki", loki(3) | {"note": _RAW_PLACEHOLDER}),
+        ("unknown_tool", {"text": f'ünïcode {_RAW_PLACEHOLDER} \u2028 "quoted" \\ end', "n": [1, 2.5, None]}),
+        ("unknown_tool", "a plain string raw"),
+    ]
+    for i, (tool, raw) in enumerate(raws):
+        event = ToolResult(
+            thread_ts=TS, message_id=f"{TS}:1:tools:{i}", event_time=NOW, round=1,
+            tool_call_id=f"c{i}", tool=tool, args={"q": i}, raw=raw,
+        )  # fmt: skip
+        out = process(
+            event.to_bytes(),
+            key=b"k",
+            topic="t",
+            partition=0,
+            offset=i,
+            recorded=lambda _k: None,
+            budget=5000,
+        )
+        assert isinstance(out, Compacted), out
+        assert out.value == out.event.to_bytes()
+        assert parse_event(out.value) == out.event
