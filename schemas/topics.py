@@ -15,6 +15,11 @@ DLQ = "incident.dlq"
 
 RETAIN_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
 
+# A compacted event carries its raw beside the compact, so it is larger than the tool result it came
+# from, and a tool result may itself pass the broker's default 1 MiB as a compressed batch. The
+# compacted topic takes records up to this size; a larger one is dead-lettered, never dropped.
+MAX_COMPACTED_RECORD_BYTES = 8 * 1024 * 1024
+
 
 @dataclass(frozen=True)
 class TopicSpec:
@@ -25,7 +30,7 @@ class TopicSpec:
 
 TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(EVENTS, 8),
-    TopicSpec(COMPACTED, 8),
+    TopicSpec(COMPACTED, 8, {**RETAIN_FOREVER, "max.message.bytes": str(MAX_COMPACTED_RECORD_BYTES)}),
     TopicSpec(WAKE, 4),
     TopicSpec(DLQ, 1),
 )
@@ -66,3 +71,13 @@ def ensure_topics(
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise
     return created
+
+
+def record_limit(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> int:
+    """The topic's `max.message.bytes`: the largest record batch the broker accepts for it."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout=timeout)
+    return int(configs["max.message.bytes"].value)

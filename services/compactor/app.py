@@ -130,7 +130,11 @@ def run(args: argparse.Namespace) -> int:
     # config
     configure_logging("compactor", args.log_level)
     config = config_from_args(args)
-    config = replace(config, partitions=check_topics(config))
+    config = replace(
+        config,
+        partitions=check_topics(config),
+        max_output_bytes=topics.record_limit(config.bootstrap_servers, config.compacted_topic),
+    )
     config.datadir.mkdir(parents=True, exist_ok=True)
 
     # wiring

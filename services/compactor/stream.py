@@ -147,8 +147,13 @@ def process(
     recorded: Callable[[str], Selection | None],
     selector: Selector | None = None,
     budget: int | None = None,
+    max_output_bytes: int | None = None,
 ) -> Result:
-    """Decide the fate of one record. Never raises for bad input: that is a `Dead`."""
+    """Decide the fate of one record. Never raises for bad input: that is a `Dead`.
+
+    `max_output_bytes` is the output topic's record limit: an output that would not fit is
+    dead-lettered with its size, instead of failing the producer (the raw stays on its topic).
+    """
 
     def dead(reason: str, ts: str | None = None, mid: str | None = None) -> Dead:
         letter = dead_letter(reason, STAGE, value, topic, partition=partition, offset=offset, key=key)
@@ -160,14 +165,29 @@ def process(
         event = parse_event(value)
     except EventDecodeError as exc:
         return dead(str(exc))
-    if not isinstance(event, ToolResult):
-        return Forward(value, event.thread_ts, event.message_id)
     ts, mid = event.thread_ts, event.message_id
-    try:
-        return compact_event(event, recorded=recorded, selector=selector, budget=budget)
-    except RawFormatError as exc:
-        return dead(f"raw format: {exc}", ts, mid)
-    except BudgetExceeded as exc:
-        return dead(f"budget exceeded: {exc}", ts, mid)
-    except Exception as exc:  # a compactor bug must not stop the partition behind it
-        return dead(f"compactor error: {type(exc).__name__}: {exc}", ts, mid)
+    result: Forward | Compacted
+    if not isinstance(event, ToolResult):
+        result = Forward(value, ts, mid)
+    else:
+        try:
+            result = compact_event(event, recorded=recorded, selector=selector, budget=budget)
+        except RawFormatError as exc:
+            return dead(f"raw format: {exc}", ts, mid)
+        except BudgetExceeded as exc:
+            return dead(f"budget exceeded: {exc}", ts, mid)
+        except Exception as exc:  # a compactor bug must not stop the partition behind it
+            return dead(f"compactor error: {type(exc).__name__}: {exc}", ts, mid)
+    size = len(result.value) + len(key or b"") + RECORD_OVERHEAD_BYTES
+    if max_output_bytes is not None and size > max_output_bytes:
+        return dead(
+            f"output too large: {size} bytes with its key and batch overhead, over the output topic's "
+            f"record limit of {max_output_bytes} bytes (max.message.bytes); the event stays on {topic}",
+            ts,
+            mid,
+        )
+    return result
+
+
+# What a one-record batch adds to key + value on the wire (v2 batch header and record framing), rounded up.
+RECORD_OVERHEAD_BYTES = 512

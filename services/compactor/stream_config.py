@@ -30,6 +30,8 @@ class StreamConfig:
     budget: int | None = None  # None = each tool's configured budget
     processing_guarantee: str = "at_least_once"
     partitions: int = 8  # of events_topic (checked against the broker at start-up)
+    # compacted_topic's max.message.bytes, read from the broker at start-up
+    max_output_bytes: int = topics.MAX_COMPACTED_RECORD_BYTES
     log_level: str = "INFO"
 
     @property

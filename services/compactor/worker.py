@@ -47,6 +47,9 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
         topic_replication_factor=1,
         topic_allow_declare=False,  # topics are created by `migrate` / the worker's start-up check
         producer_acks=-1,
+        # process() dead-letters any output over the compacted topic's limit, so the producer never
+        # refuses a record: its own limit only has to be at least that.
+        producer_max_request_size=max(config.max_output_bytes, 1_048_576),
         web_enabled=config.web_port is not None,
         web_port=config.web_port or 6066,
         web_bind="127.0.0.1",
@@ -109,6 +112,7 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
                 recorded=recorded,
                 selector=selector,
                 budget=config.budget,
+                max_output_bytes=config.max_output_bytes,
             )
             if isinstance(result, Forward):
                 await compacted.send(key=msg.key, value=result.value, partition=msg.partition)

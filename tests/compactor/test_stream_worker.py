@@ -490,3 +490,51 @@ def test_second_worker_splits_the_partitions_and_output_is_complete(
     handled_b = b.metric("compactor_events_total")
     assert handled_b > 0, "the second worker must process its share"
     assert handled_a + handled_b >= len(before) + len(after)
+
+
+# --- a tool result whose compacted event is larger than the broker's default record limit -------
+
+
+def test_large_tool_result_is_compacted_or_dead_lettered_by_the_output_topics_limit(
+    kafka_bootstrap: str,
+    topic_names: dict[str, str],
+    workers: Workers,
+    extra_topics: Callable[[str, int], str],
+) -> None:
+    """A 2.4 MB Loki result reaches incident.events as an lz4 batch under 1 MiB. Its compacted event
+    (raw + compact) fits the compacted topic's 8 MiB limit: it comes out whole. Written to a topic
+    with the broker's default 1 MiB instead, it is dead-lettered with its size, the worker does not
+    crash, and the event behind it on the same thread still comes out."""
+    ts = thread_ts(90)
+    big = tool(ts, 0, repetitive(40_000))
+    after = human(ts, 1)
+    assert len(big.to_bytes()) > 2 * 1024 * 1024
+    producer = Producer(producer_config(kafka_bootstrap) | {"message.max.bytes": 16 * 1024 * 1024})
+    for event in (big, after):
+        producer.produce(topic_names["events"], key=ts.encode(), value=event.to_bytes())
+    assert producer.flush(30) == 0
+
+    small_out = extra_topics("compacted.small", 8)  # created with the broker's default limit
+    roomy = workers.start(topic_names, f"big-{uuid.uuid4().hex[:8]}", selections=extra_topics("sel", 8))
+    tight = workers.start(
+        topic_names, f"tight-{uuid.uuid4().hex[:8]}", selections=extra_topics("sel", 8), compacted=small_out
+    )
+
+    whole = read_all(kafka_bootstrap, topic_names["compacted"], 2)
+    compacted = parse_event(whole[0].value)
+    assert isinstance(compacted, CompactedToolResult) and compacted.raw == big.raw
+    assert len(whole[0].value) > 1024 * 1024 and whole[0].value == compacted.to_bytes()
+    assert 0 < compacted.tokens <= compacted.budget
+    assert whole[1].value == after.to_bytes()
+
+    passed = read_all(kafka_bootstrap, small_out, 1)
+    assert [r.value for r in passed] == [after.to_bytes()], "the event behind the oversized one must flow"
+    letters = read_all(kafka_bootstrap, topic_names["dlq"], 1)
+    assert len(letters) == 1, "only the worker with the 1 MiB output topic dead-letters it"
+    letter = DeadLetter.model_validate_json(letters[0].value)
+    assert letter.reason.startswith("output too large") and "max.message.bytes" in letter.reason
+    assert letter.source_topic == topic_names["events"] and letter.payload_truncated
+    assert letter.key == ts
+    assert tight.metric("compactor_dlq_total") == 1 and roomy.metric("compactor_dlq_total") == 0
+    assert tight.proc.poll() is None and roomy.proc.poll() is None
+    assert tight.stop() == 0 and roomy.stop() == 0
