@@ -3,6 +3,12 @@
 Figures: the median time of `compact_tool_result` on a 400-line Loki result (target < 5 ms),
 split into the compaction itself and the raw-side bookkeeping (sha256 and raw token count),
 and the raw/compact token ratio over the seed's four tool results.
+
+Every timed call gets a raw it has never seen (seeded, distinct), because the token counter and
+the Loki line shapes are cached: timing one raw again and again would time the caches. Two
+figures: *cold*, every cache emptied before each call (a worker's first result), and *steady*,
+caches warmed on other results of the same generator (a worker that has seen the service's
+log templates before, which is the normal case), never on the raw being timed.
 """
 
 from __future__ import annotations
@@ -11,8 +17,10 @@ import statistics
 import time
 from typing import Any
 
+from schemas import tokens
 from schemas.events import canonical_json
 from schemas.tokens import count_value_tokens
+from services.compactor import loki
 from services.compactor.registry import COMPACTOR_VERSION, DEFAULT_BUDGETS, compact_tool_result
 from services.seed import generate_loki, seed_incident
 
@@ -20,32 +28,48 @@ TOOLS = ("query_loki", "query_prometheus", "get_pod_events", "query_tempo")
 TARGET_MS = 5.0
 
 
-def _measure(fn: Any, repeats: int) -> tuple[float, float, float]:
-    """(wall median, wall min, CPU-time median) in ms. CPU time is what this process spent,
-    so it moves less than wall time when other processes share the two cores."""
-    fn()  # warm caches (tiktoken, regexes)
+def _clear_caches() -> None:
+    loki._shapes.clear()
+    tokens._segment_tokens.clear()
+
+
+def _measure(fn: Any, inputs: list[Any], cold: bool) -> tuple[float, float, float]:
+    """(wall median, wall min, CPU-time median) in ms, one call per input. CPU time is what this
+    process spent, so it moves less than wall time when other processes share the two cores."""
     wall, cpu = [], []
-    for _ in range(repeats):
+    for value in inputs:
+        if cold:
+            _clear_caches()
         start, start_cpu = time.perf_counter(), time.process_time()
-        fn()
+        fn(value)
         cpu.append((time.process_time() - start_cpu) * 1000)
         wall.append((time.perf_counter() - start) * 1000)
     return statistics.median(wall), min(wall), statistics.median(cpu)
 
 
-def _median_ms(fn: Any, repeats: int) -> float:
-    return _measure(fn, repeats)[0]
-
-
 def run(settings: Any = None, repeats: int = 200) -> dict[str, Any]:
-    raw = generate_loki(400, lines=400, patterns=6)
     budget = 100_000  # the deterministic path: everything fits, no selector involved
-    full_ms, full_min_ms, full_cpu_ms = _measure(
-        lambda: compact_tool_result("query_loki", raw, {}, budget=budget), repeats
-    )
-    raw_side_ms = _median_ms(lambda: (canonical_json(raw), count_value_tokens(raw)), repeats)
+    tokens.encoding()  # load the BPE ranks once, outside any timing
+    warmup = [generate_loki(seed, lines=400, patterns=6) for seed in range(10_000, 10_050)]
+    timed = [generate_loki(seed, lines=400, patterns=6) for seed in range(20_000, 20_000 + repeats)]
+
+    def compact(raw: Any) -> Any:
+        return compact_tool_result("query_loki", raw, {}, budget=budget)
+
+    cold_ms, cold_min_ms, cold_cpu_ms = _measure(compact, timed, cold=True)
+    _clear_caches()
+    for raw in warmup:
+        compact(raw)
+    full_ms, full_min_ms, full_cpu_ms = _measure(compact, timed, cold=False)
+    _clear_caches()
+    for raw in warmup:
+        count_value_tokens(raw)
+    raw_side_ms = _measure(lambda raw: (canonical_json(raw), count_value_tokens(raw)), timed, cold=False)[0]
     s = seed_incident()
-    seed_loki_ms = _median_ms(lambda: compact_tool_result("query_loki", s.loki, s.alert_context()), repeats)
+    _clear_caches()
+    seed_loki_ms = _measure(
+        lambda raw: compact_tool_result("query_loki", raw, s.alert_context()), [s.loki] * 20, cold=True
+    )[0]
     rows = []
     raw_total = compact_total = 0
     for tool in TOOLS:
@@ -62,11 +86,16 @@ def run(settings: Any = None, repeats: int = 200) -> dict[str, Any]:
         "",
         "| measure | median |",
         "|---|---|",
-        f"| `compact_tool_result`, 400-line Loki, deterministic path (target < {TARGET_MS:g} ms) | {full_ms:.2f} ms |",
-        f"| same, best run / CPU-time median | {full_min_ms:.2f} ms / {full_cpu_ms:.2f} ms |",
-        f"| of which raw-side bookkeeping (sha256 + raw token count) | {raw_side_ms:.2f} ms |",
-        f"| of which compaction (fingerprint, dedupe, render, budget count) | {compaction_ms:.2f} ms |",
-        f"| seed Loki (412 lines) with selection, whole call | {seed_loki_ms:.2f} ms |",
+        f"| `compact_tool_result`, 400-line Loki, deterministic path, steady (target < {TARGET_MS:g} ms) | {full_ms:.2f} ms |",
+        f"| same, cold: every cache emptied before each call | {cold_ms:.2f} ms |",
+        f"| steady: best run / CPU-time median | {full_min_ms:.2f} ms / {full_cpu_ms:.2f} ms |",
+        f"| cold: best run / CPU-time median | {cold_min_ms:.2f} ms / {cold_cpu_ms:.2f} ms |",
+        f"| of which raw-side bookkeeping (canonical JSON + raw token count), steady | {raw_side_ms:.2f} ms |",
+        f"| of which compaction (fingerprint, dedupe, render, budget count), steady | {compaction_ms:.2f} ms |",
+        f"| seed Loki (412 lines) with selection, whole call, cold | {seed_loki_ms:.2f} ms |",
+        "",
+        f"{len(timed)} distinct 400-line raws timed once each; the steady caches were warmed on "
+        f"{len(warmup)} other raws.",
         "",
         "| seed tool result | raw tokens | compact tokens | budget | selector |",
         "|---|---|---|---|---|",
@@ -81,8 +110,11 @@ def run(settings: Any = None, repeats: int = 200) -> dict[str, Any]:
         "loki400_raw_side_ms": round(raw_side_ms, 3),
         "loki400_compaction_ms": round(compaction_ms, 3),
         "seed_loki_median_ms": round(seed_loki_ms, 3),
+        "loki400_cold_median_ms": round(cold_ms, 3),
+        "loki400_cold_cpu_median_ms": round(cold_cpu_ms, 3),
         "target_ms": TARGET_MS,
         "meets_target": full_ms < TARGET_MS,
+        "meets_target_cold": cold_ms < TARGET_MS,
         "seed_raw_tokens": raw_total,
         "seed_compact_tokens": compact_total,
         "seed_ratio": round(ratio, 2),

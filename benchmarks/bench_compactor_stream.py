@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -103,97 +105,179 @@ def _pure_rate(records: list[tuple[bytes, bytes]]) -> float:
     return len(sample) / (time.perf_counter() - start)
 
 
-def _output_rate(bootstrap: str, topic: str, n: int, timeout: float) -> tuple[int, float, float]:
-    """(records seen, records/s between the first and the last output timestamp, that span in s)."""
+@dataclass
+class WorkerRun:
+    """What k workers in one consumer group did with the whole topic."""
+
+    workers: int
+    outputs: int
+    distinct: int  # at-least-once may repeat a record (byte-identical) after a rebalance
+    rate: float  # records/s between the first and the last output timestamp
+    span_s: float
+    cpu_s_per_record: float  # worker CPU (all workers) spent inside the output span, per record
+    busy: float  # that CPU as a fraction of the span x workers: near 1.0 means CPU-bound
+
+
+def _output_rate(
+    bootstrap: str, topic: str, n: int, timeout: float, on_first: Any = None
+) -> tuple[int, int, float, float]:
+    """(records seen, distinct records, records/s from the first to the last output timestamp, that span)."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}", "enable.auto.commit": False}
     )
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         stamps: list[int] = []
+        distinct: set[bytes] = set()
         deadline = time.monotonic() + timeout
-        while len(stamps) < n and time.monotonic() < deadline:
+        while len(distinct) < n and time.monotonic() < deadline:
             for msg in consumer.consume(1000, timeout=0.5):
                 if msg.error() is None:
+                    if not stamps and on_first is not None:
+                        on_first()
                     stamps.append(msg.timestamp()[1])
+                    distinct.add(hashlib.sha256(msg.value() or b"").digest())
     finally:
         consumer.close()
     if len(stamps) < 2:
-        return len(stamps), 0.0, 0.0
+        return len(stamps), len(distinct), 0.0, 0.0
     span_s = (max(stamps) - min(stamps)) / 1000.0
-    return len(stamps), (len(stamps) - 1) / span_s if span_s > 0 else float("inf"), span_s
+    rate = (len(distinct) - 1) / span_s if span_s > 0 else float("inf")
+    return len(stamps), len(distinct), rate, span_s
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU the worker process has used so far (Linux /proc), start-up included."""
+    """User + system CPU the process has used so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_for_members(bootstrap: str, group: str, topic: str, k: int, procs: list[Any]) -> None:
+    """Until the group has k members holding every partition of `topic` (no rebalance mid-measure)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError(f"a compactor worker exited early (group {group})")
+        with contextlib.suppress(Exception):
+            desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
+            held = [
+                tp.partition
+                for m in desc.members
+                for tp in (m.assignment.topic_partitions if m.assignment else [])
+                if tp.topic == topic
+            ]
+            if len(desc.members) == k and sorted(held) == list(range(PARTITIONS)):
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"{k} workers of {group} did not share {topic}'s partitions within 120 s")
+
+
+def _run_workers(bootstrap: str, names: dict[str, str], k: int, tmp: str, records: list[Any]) -> WorkerRun:
+    """k `incident-memory compactor` processes (one consumer group), started and assigned before the
+    records are produced to their own fresh input topic, so no rebalance falls inside the measure."""
+    group = f"bench-{k}w-{uuid.uuid4().hex[:8]}"
+    topics = {kind: f"{names[kind]}.{k}w" for kind in ("events", "compacted", "sel")}
+    names.update({f"{kind}.{k}w": name for kind, name in topics.items()})  # deleted with the others
+    ensure_topics(bootstrap, tuple(TopicSpec(name, PARTITIONS) for name in topics.values()))
+    cli = Path(sys.executable).with_name("incident-memory")
+    procs = []
+    for i in range(k):
+        cmd = [
+            str(cli), "compactor", "--broker", bootstrap, "--app-id", group,
+            "--events-topic", topics["events"], "--compacted-topic", topics["compacted"],
+            "--dlq-topic", names["dlq"], "--selections-topic", topics["sel"],
+            "--workers-dir", tmp, "--worker-name", f"{group}-{i}", "--log-level", "WARNING",
+        ]  # fmt: skip
+        log = open(Path(tmp) / f"{group}-{i}.log", "wb")  # noqa: SIM115
+        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)), log))
+    cpu_at_first: list[float] = []
+    try:
+        _wait_for_members(bootstrap, group, topics["events"], k, [p for p, _ in procs])
+        _produce(bootstrap, topics["events"], records)
+        seen, distinct, rate, span_s = _output_rate(
+            bootstrap,
+            topics["compacted"],
+            len(records),
+            timeout=240,
+            on_first=lambda: cpu_at_first.append(sum(_cpu_seconds(p.pid) for p, _ in procs)),
+        )
+        cpu_end = sum(_cpu_seconds(p.pid) for p, _ in procs)
+    finally:
+        for proc, _log in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc, log in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            log.close()
+    cpu = cpu_end - (cpu_at_first[0] if cpu_at_first else 0.0)
+    return WorkerRun(
+        k, seen, distinct, rate, span_s, cpu / max(distinct, 1), cpu / (span_s * k) if span_s else 0.0
+    )
+
+
+def _produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    producer = Producer(producer_config(bootstrap))
+    for key, value in records:
+        producer.produce(topic, key=key, value=value)
+        producer.poll(0)
+    if producer.flush(60) != 0:
+        raise RuntimeError(f"could not produce the benchmark's records to {topic}")
 
 
 def run(settings: Settings) -> dict[str, Any]:
     bootstrap = settings.kafka_bootstrap_servers
     suffix = uuid.uuid4().hex[:10]
     names = {k: f"bench.compactor.{k}.{suffix}" for k in ("events", "compacted", "dlq", "sel")}
-    ensure_topics(
-        bootstrap,
-        tuple(TopicSpec(names[k], 1 if k == "dlq" else PARTITIONS) for k in names),
-    )
+    ensure_topics(bootstrap, (TopicSpec(names["events"], PARTITIONS), TopicSpec(names["dlq"], 1)))
     try:
         records = _events(N)
         mean_bytes = sum(len(v) for _, v in records) / len(records)
-        producer = Producer(producer_config(bootstrap))
-        for key, value in records:
-            producer.produce(names["events"], key=key, value=value)
-            producer.poll(0)
-        producer.flush(60)
+        _produce(bootstrap, names["events"], records)
 
         pure_rate = _pure_rate(records)
         raw_rate = asyncio.run(_plain_consume(bootstrap, names["events"], N))
-
         with tempfile.TemporaryDirectory() as tmp:
-            cli = Path(sys.executable).with_name("incident-memory")
-            cmd = [
-                str(cli), "compactor", "--broker", bootstrap, "--app-id", f"bench-{suffix}",
-                "--events-topic", names["events"], "--compacted-topic", names["compacted"],
-                "--dlq-topic", names["dlq"], "--selections-topic", names["sel"],
-                "--workers-dir", tmp, "--worker-name", "bench", "--log-level", "WARNING",
-            ]  # fmt: skip
-            log = open(Path(tmp) / "worker.log", "wb")  # noqa: SIM115
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-            try:
-                seen, rate, span_s = _output_rate(bootstrap, names["compacted"], N, timeout=180)
-                cpu_s = _cpu_seconds(proc.pid)
-            finally:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                log.close()
+            one = _run_workers(bootstrap, names, 1, tmp, records)
+            two = _run_workers(bootstrap, names, 2, tmp, records)
     finally:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for future in admin.delete_topics(list(names.values()), operation_timeout=10).values():
             with contextlib.suppress(Exception):
                 future.result(timeout=15)
 
-    ok = seen == N and rate >= TARGET
+    ok = one.distinct == N and one.rate >= TARGET
+    bound = (
+        "CPU-bound: the worker's process was busy for most of the span, so its rate is its CPU cost per record"
+        if one.busy >= 0.8
+        else "not CPU-bound for the whole span: the worker waited (on the broker, or on the cores it shares "
+        "with the broker and the benchmark)"
+    )
     markdown = "\n".join(
         [
-            "## Compactor stream processor (one faust worker)",
+            "## Compactor stream processor (faust workers)",
             "",
             f"{N} distinct tool results (seeded: Loki 40 lines/4 patterns, Prometheus 2x20 points, EventList of 8; "
-            f"mean {mean_bytes:.0f} bytes) on an {PARTITIONS}-partition topic, real broker.",
+            f"mean {mean_bytes:.0f} bytes) on an {PARTITIONS}-partition topic, real broker. Rates run from the first "
+            "to the last output record's timestamp. The workers start, and are assigned every partition, before the "
+            "records are produced to their own fresh topic: neither start-up nor a rebalance is inside the measure.",
             "",
-            "| path | records/s |",
-            "|---|---|",
-            f"| plain aiokafka consumer (no processing) | {raw_rate:,.0f} |",
-            f"| `stream.process` alone, no Kafka (compaction CPU bound) | {pure_rate:,.0f} |",
-            f"| compactor worker, compacted and produced | {rate:,.0f} |",
+            "| path | records/s | CPU per record | busy |",
+            "|---|---:|---:|---:|",
+            f"| plain aiokafka consumer (no processing) | {raw_rate:,.0f} | | |",
+            f"| `stream.process` alone, no Kafka (compaction CPU bound) | {pure_rate:,.0f} | {1000 / pure_rate:.2f} ms | |",
+            f"| one compactor worker, compacted and produced | {one.rate:,.0f} | {one.cpu_s_per_record * 1000:.2f} ms | {one.busy:.0%} |",
+            f"| two workers, one consumer group (same run, same topic) | {two.rate:,.0f} | {two.cpu_s_per_record * 1000:.2f} ms | {two.busy:.0%} |",
             "",
-            f"Worker / raw consumer: {rate / raw_rate:.0%}. Target >= {TARGET:,.0f}/s: "
-            f"{'met' if ok else 'NOT met'} ({seen}/{N} outputs). Worker / compaction alone: "
-            f"{rate / pure_rate:.0%} — the worker is bound by the compaction CPU (mostly tiktoken counts), "
-            "not by faust or Kafka.",
+            f"One worker / raw consumer: {one.rate / raw_rate:.2%}. Target >= {TARGET:,.0f}/s on one worker: "
+            f"{'met' if ok else 'NOT met'}. Outputs, distinct / records: one worker {one.distinct}/{one.outputs}, "
+            f"two workers {two.distinct}/{two.outputs} of {N} (a record repeated, byte for byte, is at-least-once "
+            "after a rebalance; the projector keeps one). Rates count distinct records. "
+            f"One worker / compaction alone: {one.rate / pure_rate:.0%}; two workers / one: {two.rate / one.rate:.2f}x. "
+            f"The one-worker run was {bound}. 'CPU per record' is the workers' CPU inside the output span "
+            "divided by the records; 'busy' is that CPU over the span (per worker).",
         ]
     )
     return {
@@ -201,11 +285,17 @@ def run(settings: Settings) -> dict[str, Any]:
         "tool_results": N,
         "mean_bytes": round(mean_bytes),
         "raw_consumer_per_s": round(raw_rate),
-        "worker_per_s": round(rate),
+        "worker_per_s": round(one.rate),
+        "two_workers_per_s": round(two.rate),
         "pure_compaction_per_s": round(pure_rate),
-        "outputs": seen,
-        "worker_cpu_s": round(cpu_s, 2),
-        "output_span_s": round(span_s, 2),
+        "outputs": one.outputs,
+        "distinct_outputs": one.distinct,
+        "two_workers_outputs": two.outputs,
+        "two_workers_distinct_outputs": two.distinct,
+        "worker_cpu_ms_per_record": round(one.cpu_s_per_record * 1000, 3),
+        "worker_busy": round(one.busy, 3),
+        "two_workers_busy": round(two.busy, 3),
+        "output_span_s": round(one.span_s, 2),
         "target_per_s": TARGET,
         "target_met": ok,
         "markdown": markdown,
