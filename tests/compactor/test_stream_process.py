@@ -177,62 +177,26 @@ def test_output_bytes_are_the_canonical_bytes_of_the_event() -> None:
         ("unknown_tool", "a plain string raw"),
     ]
     for i, (tool, raw) in enumerate(raws):
-        event = ToolResult(
-            thread_ts=TS, message_id=f"{TS}:1:tools:{i}", event_time=NOW, round=1,
-            tool_call_id=f"c{i}", tool=tool, args={"q": i}, raw=raw,
-        )  # fmt: skip
-        out = process(
-            event.to_bytes(),
-            key=b"k",
-            topic="t",
-            partition=0,
-            offset=i,
-            recorded=lambda _k: None,
-            budget=5000,
-        )
+        out = run(tool_result(raw, tool, i).to_bytes(), budget=5000)
         assert isinstance(out, Compacted), out
         assert out.value == out.event.to_bytes()
         assert parse_event(out.value) == out.event
 
 
 def test_an_output_over_the_topic_limit_is_dead_lettered_with_its_size() -> None:
-    event = ToolResult(
-        thread_ts=TS, message_id=f"{TS}:1:tools:0", event_time=NOW, round=1,
-        tool_call_id="c0", tool="query_loki", args={}, raw=repetitive(400),
-    )  # fmt: skip
-    value = event.to_bytes()
-    fits = process(value, key=b"k", topic="ev", partition=2, offset=7, recorded=lambda _k: None)
+    value = tool_result(repetitive(400)).to_bytes()
+    fits = run(value)
     assert isinstance(fits, Compacted)
     limit = len(fits.value)  # the compacted event is bigger than this limit once key and overhead count
-    for record in (
-        value,
-        HumanMessage(
-            thread_ts=TS, message_id=f"{TS}:-:human:1", event_time=NOW, user="U", ts="1", text="x" * limit
-        ).to_bytes(),
-    ):
-        out = process(
-            record,
-            key=b"k",
-            topic="ev",
-            partition=2,
-            offset=7,
-            recorded=lambda _k: None,
-            max_output_bytes=limit,
-        )
-        assert isinstance(out, Dead), out
-        assert (
-            out.letter.reason.startswith("output too large")
-            and f"limit of {limit} bytes" in out.letter.reason
-        )
-        assert (out.letter.partition, out.letter.offset, out.letter.source_topic) == (2, 7, "ev")
-        assert out.message_id is not None
-    roomy = process(
-        value,
-        key=b"k",
-        topic="ev",
-        partition=2,
-        offset=7,
-        recorded=lambda _k: None,
-        max_output_bytes=10 * limit,
+    human = HumanMessage(
+        thread_ts=TS, message_id=f"{TS}:-:human:1", event_time=NOW, user="U", ts="1", text="x" * limit
     )
+    for record in (value, human.to_bytes()):
+        out = run(record, max_output_bytes=limit)
+        assert isinstance(out, Dead), out
+        assert out.letter.reason.startswith("output too large"), out.letter.reason
+        assert f"limit of {limit} bytes" in out.letter.reason
+        assert (out.letter.partition, out.letter.offset, out.letter.source_topic) == (3, 41, "in")
+        assert out.message_id is not None
+    roomy = run(value, max_output_bytes=10 * limit)
     assert isinstance(roomy, Compacted) and roomy.value == fits.value
