@@ -10,6 +10,7 @@ into the same table in another fresh schema. Then it fills a table with
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import time
@@ -252,6 +253,7 @@ def measure_write_path(settings: Settings, events: list[EventBase], batch: int =
     """Seconds for the SQL half alone: pre-mapped batches, one transaction each with offsets (no Kafka)."""
     from services.projector import store
     from services.projector.mapping import map_event
+    from services.projector.writer import GcPacer
 
     schema = f"bench_sql_{uuid.uuid4().hex[:8]}"
     items = [(k, map_event(e)) for k, e in enumerate(events)]
@@ -260,19 +262,22 @@ def measure_write_path(settings: Settings, events: list[EventBase], batch: int =
     setup.commit()
     conn = store.connect(settings.database_url, schema)
     try:
-        started = time.perf_counter()
-        for start in range(0, len(items), batch):
-            with conn.transaction():
-                store.apply_batch(
-                    conn,
-                    items[start : start + batch],
-                    group="bench",
-                    topic="bench",
-                    partitions=[0],
-                    next_offsets={0: start + batch},
-                    schema=schema,
-                )
-        return time.perf_counter() - started
+        pacer = GcPacer()  # as the projector and replay run it
+        with pacer.paced():
+            started = time.perf_counter()
+            for start in range(0, len(items), batch):
+                with conn.transaction():
+                    store.apply_batch(
+                        conn,
+                        items[start : start + batch],
+                        group="bench",
+                        topic="bench",
+                        partitions=[0],
+                        next_offsets={0: start + batch},
+                        schema=schema,
+                    )
+                pacer.tick(batch)
+            return time.perf_counter() - started
     finally:
         conn.close()
         _drop(setup, schema)
@@ -290,6 +295,7 @@ def measure_projection(settings: Settings, threads: int) -> dict[str, Any]:
     events = interleave([synthetic_thread(f"17104{k:08d}.000100") for k in range(threads)])
     produce(settings.kafka_bootstrap_servers, topic, events)
     conn = psycopg.connect(settings.database_url)
+    load_before = os.getloadavg()[0]
     try:
         config = ProjectorConfig(
             bootstrap_servers=settings.kafka_bootstrap_servers,
@@ -300,6 +306,11 @@ def measure_projection(settings: Settings, threads: int) -> dict[str, Any]:
             batch_size=5000,
         )
         result = replay(config, from_beginning=True, progress=False)
+        load_after = os.getloadavg()[0]
+        staged = conn.execute(  # the replay's connection is closed, so its statistics are flushed
+            "SELECT n_tup_ins FROM pg_stat_user_tables WHERE schemaname = %s AND relname = 'round_staging'",
+            (ours,),
+        ).fetchone()
         rows = conn.execute(
             sql.SQL("SELECT count(*) FROM {}.agent_messages").format(sql.Identifier(ours))
         ).fetchone()
@@ -311,20 +322,26 @@ def measure_projection(settings: Settings, threads: int) -> dict[str, Any]:
             ).format(sql.Identifier(ours))
         ).fetchall()
         conn.commit()
-        _fresh_schema(conn, plain)
-        started = time.perf_counter()
-        with (
-            conn.cursor() as cur,
-            cur.copy(
-                sql.SQL("COPY {}.agent_messages ({}) FROM STDIN").format(
-                    sql.Identifier(plain), sql.SQL(COLUMNS)
-                )
-            ) as copy,
-        ):
-            for rec in records:
-                copy.write_row(rec)
-        conn.commit()
-        copy_s = time.perf_counter() - started
+        # The limit is the best of three COPYs into an empty table: one shot on a shared box swings 3x.
+        copy_runs = []
+        for _attempt in range(3):
+            _drop(conn, plain)
+            _fresh_schema(conn, plain)
+            conn.commit()
+            started = time.perf_counter()
+            with (
+                conn.cursor() as cur,
+                cur.copy(
+                    sql.SQL("COPY {}.agent_messages ({}) FROM STDIN").format(
+                        sql.Identifier(plain), sql.SQL(COLUMNS)
+                    )
+                ) as copy,
+            ):
+                for rec in records:
+                    copy.write_row(rec)
+            conn.commit()
+            copy_runs.append(time.perf_counter() - started)
+        copy_s = min(copy_runs)
     finally:
         for name in (ours, plain):
             _drop(conn, name)
@@ -339,10 +356,14 @@ def measure_projection(settings: Settings, threads: int) -> dict[str, Any]:
         "events": len(events),
         "rows": n_rows,
         "rounds_committed": result.rounds_committed,
+        "rows_through_staging": int(staged[0]) if staged else None,
+        "round_rows": len([e for e in events if e.round is not None and not isinstance(e, RoundCommitted)]),
+        "load_average_before_after": [round(load_before, 2), round(load_after, 2)],
         "projector_seconds": round(result.seconds, 3),
         "projector_events_per_s": round(len(events) / result.seconds),
         "projector_rows_per_s": round(ours_rows_s),
         "copy_seconds": round(copy_s, 3),
+        "copy_seconds_runs": [round(c, 3) for c in copy_runs],
         "copy_rows_per_s": round(copy_rows_s),
         "fraction_of_copy": round(ours_rows_s / copy_rows_s, 3),
         "write_path_seconds": round(sql_s, 3),
@@ -352,7 +373,7 @@ def measure_projection(settings: Settings, threads: int) -> dict[str, Any]:
 
 
 def measure_query(
-    settings: Settings, threads: int = 10_000, per_thread: int = 100, samples: int = 2000
+    settings: Settings, threads: int = 10_000, per_thread: int = 100, samples: int = 5000
 ) -> dict[str, Any]:
     schema = f"bench_q_{uuid.uuid4().hex[:8]}"
     conn = psycopg.connect(settings.database_url)
@@ -397,9 +418,17 @@ def measure_query(
 
         columns = "id, round, role, tool_call_id, coalesce(compact, content){}, tokens"
         where = " FROM agent_messages WHERE thread_ts = %s ORDER BY seq"
+        load = os.getloadavg()[0]
         p50, p99_ms = p99("SELECT " + columns.format("") + where)  # jsonb decoded into Python objects
         p50_text, p99_text = p99("SELECT " + columns.format("::text") + where)  # the query + transfer only
+        plan = conn.execute(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT " + columns.format("::text") + where, ("t7",)
+        ).fetchone()
+        top = plan[0][0]["Plan"] if plan else {}
         return {
+            "samples": samples,
+            "load_average": round(load, 2),
+            "pages_per_query": int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0)),
             "table_rows": threads * per_thread,
             "thread_rows": per_thread,
             "fill_seconds": round(fill_s, 1),
@@ -426,15 +455,23 @@ def run(settings: Settings | None = None, threads: int = 5000) -> dict[str, Any]
             f"- exactly-once projection: {projection['projector_events_per_s']:,} events/s "
             f"({projection['projector_rows_per_s']:,} rows/s; {projection['events']:,} events, "
             f"{projection['rows']:,} rows, {projection['rounds_committed']:,} rounds through staging), target >= 20,000",
-            f"- plain COPY of the same rows into the same table: {projection['copy_rows_per_s']:,} rows/s; "
-            f"ours is {projection['fraction_of_copy']:.2f} of it (aim >= 0.5)",
+            f"- plain COPY of the same rows into the same table (best of 3: "
+            f"{', '.join(f'{c:.2f}' for c in projection['copy_seconds_runs'])} s): "
+            f"{projection['copy_rows_per_s']:,} rows/s; ours is {projection['fraction_of_copy']:.2f} of it (aim >= 0.5)",
+            f"- round rows that went through round_staging: {projection['rows_through_staging']:,} of "
+            f"{projection['round_rows']:,} (threads interleaved round-robin: a round whose marker lands in a "
+            "later batch than its rows is staged, written twice and deleted once; the rest go straight in)",
             f"- the SQL half alone (pre-decoded batches of 5,000, rows + offsets per transaction): "
             f"{projection['write_path_rows_per_s']:,} rows/s, {projection['write_path_fraction_of_copy']:.2f} of COPY; "
-            "the rest is per-event decoding: pydantic validation and tiktoken counts",
+            "the projection overlaps decoding (pydantic validation, mapping) with it in a second thread",
+            f"- load average (2 cores, shared) before/after the projection: "
+            f"{projection['load_average_before_after'][0]} / {projection['load_average_before_after'][1]}",
             f"- `WHERE thread_ts=$1 ORDER BY seq`, {query['thread_rows']}-row thread in "
-            f"{query['table_rows']:,} rows: p50 {query['query_p50_ms']} ms, p99 {query['query_p99_ms']} ms "
-            f"with psycopg decoding the jsonb; p50 {query['query_text_p50_ms']} ms, p99 {query['query_text_p99_ms']} ms "
-            "fetching it as text (target < 2 ms)",
+            f"{query['table_rows']:,} rows, {query['samples']:,} samples: p50 {query['query_p50_ms']} ms, "
+            f"p99 {query['query_p99_ms']} ms with psycopg decoding the jsonb; p50 {query['query_text_p50_ms']} ms, "
+            f"p99 {query['query_text_p99_ms']} ms fetching it as text (target < 2 ms); "
+            f"{query['pages_per_query']} buffer pages per query (the thread's rows sit on different heap pages); "
+            f"load average {query['load_average']}",
         ]
     )
     return {"projection": projection, "query": query, "markdown": markdown}

@@ -60,7 +60,8 @@ def _produce(bootstrap: str, topic: str, n: int) -> float:
 def _copy_limit(dsn: str, schema: str) -> float:
     """COPY the replayed rows into an empty copy of the table: what Postgres itself can take.
 
-    The rows are first read out with a binary COPY, so only the COPY into the table is timed.
+    The rows are first read out with a binary COPY, so only the COPY into the table is timed;
+    the best of three runs is the limit.
     """
     columns = "id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at"
     with psycopg.connect(dsn) as conn:
@@ -73,15 +74,20 @@ def _copy_limit(dsn: str, schema: str) -> float:
             cur.copy(f"COPY (SELECT {columns} FROM agent_messages) TO STDOUT (FORMAT binary)") as out,
         ):
             chunks.extend(bytes(chunk) for chunk in out)
-        started = time.perf_counter()
-        with (
-            conn.cursor() as cur,
-            cur.copy(f"COPY copy_target ({columns}) FROM STDIN (FORMAT binary)") as copy,
-        ):
-            for chunk in chunks:
-                copy.write(chunk)
-        conn.commit()
-        return time.perf_counter() - started
+        runs = []
+        for _attempt in range(3):  # best of three: one shot on a shared box swings widely
+            conn.execute("TRUNCATE copy_target")
+            conn.commit()
+            started = time.perf_counter()
+            with (
+                conn.cursor() as cur,
+                cur.copy(f"COPY copy_target ({columns}) FROM STDIN (FORMAT binary)") as copy,
+            ):
+                for chunk in chunks:
+                    copy.write(chunk)
+            conn.commit()
+            runs.append(time.perf_counter() - started)
+        return min(runs)
 
 
 def run(settings: Settings) -> dict[str, Any]:
@@ -98,7 +104,9 @@ def run(settings: Settings) -> dict[str, Any]:
         group=f"bench-replay-{uuid.uuid4().hex[:6]}",
         batch_size=5000,
     )
+    load_before = os.getloadavg()[0]
     result = replay(config, from_beginning=True, progress=False)
+    load_after = os.getloadavg()[0]
     with psycopg.connect(settings.database_url) as conn:
         found = conn.execute(
             sql.SQL("SELECT count(*) FROM {}.agent_messages").format(sql.Identifier(schema))
@@ -120,9 +128,10 @@ def run(settings: Settings) -> dict[str, Any]:
         f"| rows in agent_messages afterwards | {rows:,} |\n"
         f"| replay time | {result.seconds:.1f} s |\n"
         f"| **replay rate** | **{result.events_per_second:,.0f} events/s** |\n"
-        f"| plain COPY of the same rows (limit) | {copy_rate:,.0f} rows/s |\n"
+        f"| plain COPY of the same rows (limit, best of 3) | {copy_rate:,.0f} rows/s |\n"
         f"| replay / COPY | {result.events_per_second / copy_rate if copy_rate else 0:.2f} |\n"
         f"| time to produce the events (setup) | {produce_s:.1f} s |\n"
+        f"| load average before / after the replay (2 cores, shared) | {load_before:.2f} / {load_after:.2f} |\n"
     )
     return {
         "title": "Replay: re-deriving 1,000,000 events into an empty schema",
@@ -131,4 +140,5 @@ def run(settings: Settings) -> dict[str, Any]:
         "rows": rows,
         "events_per_second": result.events_per_second,
         "copy_rows_per_second": copy_rate,
+        "load_average_before_after": [round(load_before, 2), round(load_after, 2)],
     }

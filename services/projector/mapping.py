@@ -7,9 +7,13 @@ Kafka or Postgres. The SQL that carries the operations out lives in `store.py`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any
+
+from pydantic_core import to_json
 
 from schemas.events import (
     AiMessage,
@@ -24,7 +28,6 @@ from schemas.events import (
     ThreadPost,
     ToolResult,
     Wake,
-    canonical_json,
 )
 from schemas.ids import NULL_ROUND, canonical_args_hash
 from schemas.tokens import count_tokens, count_value_tokens
@@ -47,6 +50,33 @@ class Row:
     compact: str | None
     tokens: int
     created_at: datetime
+    # The ids of an ai row's tool calls (what COMMIT_ROUND reads from content), so a round whose
+    # marker arrives in the same batch can be verified without a round trip.
+    call_ids: tuple[str, ...] = ()
+
+    @cached_property
+    def copy_text(self) -> str:
+        """The row's columns (id .. created_at) as one line fragment of COPY's text format.
+
+        Cached, so the projector renders it in its decoding thread, off the writer's path.
+        """
+        return (
+            f"{copy_escape(self.id)}\t{copy_escape(self.thread_ts)}\t{_NULL if self.round is None else self.round}\t"
+            f"{copy_escape(self.role)}\t{_NULL if self.tool_call_id is None else copy_escape(self.tool_call_id)}\t"
+            f"{copy_escape(self.content)}\t{_NULL if self.compact is None else copy_escape(self.compact)}\t"
+            f"{self.tokens}\t{self.created_at.isoformat()}"
+        )
+
+
+_NULL = "\\N"
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def copy_escape(value: str) -> str:
+    """A value in COPY's text format (backslash escapes); most values need none."""
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        return value.translate(_COPY_ESCAPES)
+    return value
 
 
 @dataclass(frozen=True)
@@ -116,19 +146,30 @@ Op = InsertRow | StageRow | CacheDigest | UpsertState | CommitRound | ReRender
 ALERT_STATUS = {"firing": "open", "resolved": "resolved"}
 
 
+# canonical_json's rendering, with one encoder built once instead of one per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _json(value: Any) -> str:
-    return canonical_json(value)
+    return _CANONICAL.encode(value)
 
 
 def _row(
-    event: EventBase, role: str, content: Any, *, compact: Any = None, tool_call_id: str | None = None
+    event: EventBase,
+    role: str,
+    content: Any,
+    *,
+    compact: Any = None,
+    tool_call_id: str | None = None,
+    outside_round: bool = False,
+    call_ids: tuple[str, ...] = (),
 ) -> Row:
     content_json = _json(content)
     compact_json = None if compact is None else _json(compact)
     return Row(
         id=event.message_id,
         thread_ts=event.thread_ts,
-        round=event.round,
+        round=None if outside_round else event.round,
         role=role,
         tool_call_id=tool_call_id,
         content=content_json,
@@ -137,12 +178,40 @@ def _row(
             content if compact is None else compact, content_json if compact_json is None else compact_json
         ),
         created_at=event.event_time,
+        call_ids=call_ids,
+    )
+
+
+def _tool_row(event: CompactedToolResult) -> Row:
+    """The tool row, without re-counting: the compactor counted this very compact the same way.
+
+    `CompactedToolResult.tokens` is `count_value_tokens(compact)` (services/compactor/registry.py),
+    which is what the tokens column holds for a row whose compact is not NULL. The JSON columns
+    are rendered by pydantic's serializer: jsonb keeps no key order, so canonical (sorted) text,
+    which only token counting needs, would be wasted work for the largest values of the stream.
+    """
+    return Row(
+        id=event.message_id,
+        thread_ts=event.thread_ts,
+        round=event.round,
+        role="tool",
+        tool_call_id=event.tool_call_id,
+        content=_fast_json(event.raw),
+        compact=_fast_json(event.compact),
+        tokens=event.tokens,
+        created_at=event.event_time,
     )
 
 
 def _tokens(value: Any, value_json: str) -> int:
     """count_value_tokens(value), reusing the JSON already rendered (render_for_model's exact text)."""
     return count_tokens(value) if isinstance(value, str) else count_tokens(value_json)
+
+
+def _fast_json(value: Any) -> str:
+    # NaN/Infinity are written as such (not as null, pydantic's default), so Postgres refuses them
+    # as it refuses json.dumps' rendering: the event is dead-lettered, never silently changed.
+    return to_json(value, inf_nan_mode="constants").decode()
 
 
 def _place(row: Row) -> Op:
@@ -205,7 +274,7 @@ def map_event(event: EventBase) -> list[Op]:
             "mention": event.mention,
             "edit_of": event.edit_of,
         }
-        return [InsertRow(replace(_row(event, "human", content), round=None))]
+        return [InsertRow(_row(event, "human", content, outside_round=True))]
     if isinstance(event, AiMessage):
         _check_id_round(event)
         if event.tool_calls and event.round is None:
@@ -213,10 +282,10 @@ def map_event(event: EventBase) -> list[Op]:
                 "ai message with tool_calls outside a round would be visible without its tool rows"
             )
         content = event.model_dump(mode="json", include={"node", "text", "tool_calls", "model", "claims"})
-        return [_place(_row(event, "ai", content))]
+        return [_place(_row(event, "ai", content, call_ids=tuple(c.id for c in event.tool_calls)))]
     if isinstance(event, CompactedToolResult):
         _check_id_round(event)
-        row = _row(event, "tool", event.raw, compact=event.compact, tool_call_id=event.tool_call_id)
+        row = _tool_row(event)
         return [
             _place(row),
             CacheDigest(

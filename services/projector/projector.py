@@ -28,7 +28,7 @@ from schemas import topics
 from schemas.migrate import apply_migrations
 from services.projector import store
 from services.projector.metrics import Metrics
-from services.projector.writer import BatchWriter, Incoming, OffsetConflict, Stopped
+from services.projector.writer import BatchWriter, GcPacer, Incoming, OffsetConflict, Stopped
 from services.runtime.kafka import consumer_config, producer_config
 from services.runtime.logs import about
 
@@ -181,32 +181,37 @@ class Projector:
         )
         self.consumer.subscribe([cfg.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         log.info("projecting %s into schema %s", cfg.topic, cfg.schema, extra=about(None, group=cfg.group))
+        pacer = GcPacer()
         try:
-            while not self._stop.is_set():
-                messages = usable(take_batch(self.consumer, cfg.batch_size, cfg.poll_timeout))
-                self.metrics.heartbeat.beat()
-                received = time.time()
-                batch = [
-                    Incoming.from_message(m, received)
-                    for m in messages
-                    if m.partition() in self.writer.expected
-                ]
-                if batch:
-                    try:
-                        outcome = self.writer.write(batch, self._stop)
-                    except OffsetConflict as exc:
-                        log.warning("offset conflict, re-seeking from Postgres: %s", exc)
-                        self._reseek()
-                        continue
-                    except Stopped:
-                        break
-                    self.consumer.commit(
-                        offsets=[TopicPartition(cfg.topic, p, n) for p, n in outcome.next_offsets.items()],
-                        asynchronous=True,
-                    )
-                    if on_commit is not None:
-                        on_commit()
-                self._update_lag()
+            with pacer.paced():
+                while not self._stop.is_set():
+                    messages = usable(take_batch(self.consumer, cfg.batch_size, cfg.poll_timeout))
+                    self.metrics.heartbeat.beat()
+                    received = time.time()
+                    batch = [
+                        Incoming.from_message(m, received)
+                        for m in messages
+                        if m.partition() in self.writer.expected
+                    ]
+                    if batch:
+                        try:
+                            outcome = self.writer.write(batch, self._stop)
+                        except OffsetConflict as exc:
+                            log.warning("offset conflict, re-seeking from Postgres: %s", exc)
+                            self._reseek()
+                            continue
+                        except Stopped:
+                            break
+                        self.consumer.commit(
+                            offsets=[
+                                TopicPartition(cfg.topic, p, n) for p, n in outcome.next_offsets.items()
+                            ],
+                            asynchronous=True,
+                        )
+                        if on_commit is not None:
+                            on_commit()
+                        pacer.tick(len(batch))
+                    self._update_lag()
         finally:
             self.consumer.close()
             self.writer.producer.flush(10)

@@ -27,7 +27,7 @@ from services.projector.projector import (
     migrate_schema,
     take_batch,
 )
-from services.projector.writer import Incoming, Prepared, prepare
+from services.projector.writer import GcPacer, Incoming, Prepared, prepare
 from services.runtime.errors import UserFacingError
 from services.runtime.kafka import consumer_config
 from services.runtime.logs import configure_logging
@@ -88,20 +88,23 @@ def replay(config: ProjectorConfig, *, from_beginning: bool = False, progress: b
         # Decode the next batch in a helper thread while this one commits (psycopg waits without the GIL).
         executor = ThreadPoolExecutor(1, thread_name_prefix="replay-decode")
         in_flight: Future[Prepared] | None = None
-        while pending or in_flight is not None:
-            batch = _next_batch(consumer, config, pending, high) if pending else []
-            upcoming = executor.submit(prepare, batch) if batch else None
-            if in_flight is not None:
-                outcome = writer.write_prepared(in_flight.result())
-                events += outcome.events
-                letters += outcome.dead_letters
-                rounds += outcome.rounds_committed
-                advanced = 0
-                for p, n in outcome.next_offsets.items():
-                    advanced += n - position[p]
-                    position[p] = n
-                bar.update(advanced)
-            in_flight = upcoming
+        pacer = GcPacer()
+        with pacer.paced():
+            while pending or in_flight is not None:
+                batch = _next_batch(consumer, config, pending, high) if pending else []
+                upcoming = executor.submit(prepare, batch) if batch else None
+                if in_flight is not None:
+                    outcome = writer.write_prepared(in_flight.result())
+                    events += outcome.events
+                    letters += outcome.dead_letters
+                    rounds += outcome.rounds_committed
+                    advanced = 0
+                    for p, n in outcome.next_offsets.items():
+                        advanced += n - position[p]
+                        position[p] = n
+                    bar.update(advanced)
+                    pacer.tick(outcome.events + outcome.dead_letters)
+                in_flight = upcoming
         executor.shutdown()
         bar.close()
         return ReplayResult(events, letters, rounds, time.monotonic() - began, position)

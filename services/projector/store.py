@@ -1,13 +1,17 @@
 """The SQL that carries projection operations into Postgres, a batch at a time.
 
 `apply_batch` keeps the exact sequential meaning of the operations (so a batch
-of 1 and a batch of 5,000 give the same tables, which replays rely on) while
-sending them in few statements: consecutive plain writes are grouped into one
-array-parameter statement per table, and the whole batch goes through one
-psycopg pipeline, so a batch costs about one network round trip.
+of 1 and a batch of 5,000 give the same tables, which replays rely on). When
+the batch allows it (`fast_plan_applies`, nearly always) it takes three round
+trips: lock the offsets and look up the ids the batch's round markers list;
+COPY every row into a temporary table, each marked with where it goes; then
+one pipeline that publishes (rows visible at once, rounds whose marker is in
+the batch, rounds moved out of round_staging), stages the rest, and writes
+digests, incident_state, offsets and notices from that table. Otherwise it
+runs the operations in order, one statement each, through one pipeline.
 
 All statements use unqualified table names: the connection's search_path is
-the projection's schema (see `connect`).
+the projection's schema (see `connect`); the batch table lives in pg_temp.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from services.projector.mapping import (
     Row,
     StageRow,
     UpsertState,
+    copy_escape,
 )
 
 NOTIFY_CHANNEL = "agent_messages_projected"
@@ -39,21 +44,6 @@ _ROW_ARRAYS = (
     " AS r(id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at, ord)"
 )
 _ROW_COLUMNS = "id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at"
-
-# The fast plan ships rows as ONE jsonb array parameter: the JSON columns are embedded as they are
-# already serialised, and the server parses it in C, where psycopg's array dumper is Python.
-_ROWS_FROM_JSON = (
-    "SELECT e->>0 AS id, e->>1 AS thread_ts, (e->>2)::int AS round, e->>3 AS role, e->>4 AS tool_call_id,"
-    " e->5 AS content, nullif(e->6, 'null'::jsonb) AS compact, (e->>7)::int AS tokens,"
-    " (e->>8)::timestamptz AS created_at, (e->>9)::bigint AS pos, j.ord"
-    " FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS j(e, ord)"
-)
-
-INSERT_STAGED_JSON = (
-    f"INSERT INTO round_staging ({_ROW_COLUMNS}) SELECT {_ROW_COLUMNS} FROM ({_ROWS_FROM_JSON}) r"
-    " WHERE NOT EXISTS (SELECT 1 FROM agent_messages m WHERE m.id = r.id)"
-    " ORDER BY r.ord ON CONFLICT (id) DO NOTHING"
-)
 
 INSERT_VISIBLE = (
     f"INSERT INTO agent_messages ({_ROW_COLUMNS}) SELECT {_ROW_COLUMNS} FROM {_ROW_ARRAYS}"
@@ -135,43 +125,6 @@ SELECT v.ok,
 FROM verdict v
 """
 
-# The fast plan looks up, in one query, where every id the batch's markers list stands now...
-LOOKUP = """
-SELECT s.id, true, s.role, s.tool_call_id,
-       CASE WHEN jsonb_typeof(s.content -> 'tool_calls') = 'array'
-            THEN ARRAY(SELECT c ->> 'id' FROM jsonb_array_elements(s.content -> 'tool_calls') AS c) END
-FROM round_staging s WHERE s.id = ANY(%s::text[])
-UNION ALL
-SELECT m.id, false, m.role, m.tool_call_id, NULL FROM agent_messages m WHERE m.id = ANY(%s::text[])
-"""
-
-# ...then publishes every visible row and every verified round in one statement, in batch order:
-# a round's rows sort at its marker's position, in the marker's listed order.
-PUBLISH = f"""
-WITH pub AS (
-    SELECT * FROM unnest(%s::text[], %s::bigint[], %s::int[]) AS p(id, k1, k2)
-), moved AS (
-    INSERT INTO agent_messages ({_ROW_COLUMNS})
-    SELECT {_ROW_COLUMNS} FROM (
-        SELECT r.id, r.thread_ts, r.round, r.role, r.tool_call_id, r.content, r.compact, r.tokens,
-               r.created_at, r.pos AS k1, 0 AS k2
-        FROM ({_ROWS_FROM_JSON}) r
-        UNION ALL
-        SELECT s.id, s.thread_ts, s.round, s.role, s.tool_call_id, s.content, s.compact, s.tokens,
-               s.created_at, p.k1, p.k2
-        FROM pub p JOIN round_staging s ON s.id = p.id
-    ) u ORDER BY k1, k2
-    ON CONFLICT (id) DO NOTHING
-    RETURNING 1
-), cleared AS (
-    DELETE FROM round_staging r USING pub p WHERE r.id = p.id RETURNING 1
-)
-UPDATE incident_state i SET rounds = greatest(i.rounds, b.r)
-FROM unnest(%s::text[], %s::int[]) AS b(thread_ts, r)
-WHERE i.thread_ts = b.thread_ts
-"""
-
-
 RE_RENDER = """
 WITH visible AS (
     UPDATE agent_messages SET compact = %(compact)s::jsonb, tokens = %(tokens)s
@@ -247,27 +200,6 @@ def _row_params(rows: Sequence[Row]) -> list[list[Any]]:
         [r.tokens for r in rows],
         [r.created_at for r in rows],
     ]
-
-
-def _quote(text: str) -> str:
-    """A JSON string literal; the common case (ids, thread_ts, roles) skips json.dumps."""
-    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
-        return f'"{text}"'
-    return json.dumps(text)
-
-
-def _rows_json(rows: Sequence[Row], positions: Sequence[int] | None = None) -> str:
-    """Rows as one JSON array of arrays, in the column order of _ROWS_FROM_JSON."""
-    q = _quote
-    parts = []
-    for k, r in enumerate(rows):
-        parts.append(
-            f"[{q(r.id)},{q(r.thread_ts)},{'null' if r.round is None else r.round},{q(r.role)},"
-            f"{'null' if r.tool_call_id is None else q(r.tool_call_id)},{r.content},"
-            f'{"null" if r.compact is None else r.compact},{r.tokens},"{r.created_at.isoformat()}",'
-            f"{0 if positions is None else positions[k]}]"
-        )
-    return "[" + ",".join(parts) + "]"
 
 
 def _digest_params(digests: Sequence[CacheDigest]) -> list[list[Any]]:
@@ -436,7 +368,7 @@ def verify_rounds(
 ) -> tuple[list[tuple[int, int, CommitRound, list[str]]], list[Rejection]]:
     """Decide every marker of a batch, in order, as COMMIT_ROUND would one by one.
 
-    `found` is the LOOKUP result. Returns the published rounds (with the ids that move out of
+    `found` is the LOOKUP_BATCH result (plus the batch's own staged rows). Returns the published rounds (with the ids that move out of
     staging) and the rejections. A published round's rows count as visible for later markers.
     """
     staged: dict[str, tuple[str, str | None, list[str] | None]] = {}
@@ -474,6 +406,164 @@ def verify_rounds(
     return published, rejections
 
 
+# --- the COPY plan ------------------------------------------------------------------------
+#
+# Every row of the batch is COPYed (text format, built in one string) into a temporary table,
+# each marked with where it goes: 'v' into agent_messages at position (k1, k2), 's' into
+# round_staging, 'x' nowhere (a copy of a row already staged, which the marker moves instead).
+# A round whose marker arrives in the same batch as its rows goes straight into agent_messages:
+# the batch is one transaction, so the round still becomes visible at once, with its offsets.
+
+BATCH_COLUMNS = (
+    "ord, dest, k1, k2, id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at,"
+    " tool, args_hash"
+)
+
+CREATE_BATCH_TABLE = """
+CREATE TEMP TABLE IF NOT EXISTS projector_batch (
+    ord integer NOT NULL, dest "char" NOT NULL, k1 bigint NOT NULL, k2 integer NOT NULL,
+    id text NOT NULL, thread_ts text NOT NULL, round integer, role text NOT NULL, tool_call_id text,
+    content jsonb NOT NULL, compact jsonb, tokens integer NOT NULL, created_at timestamptz NOT NULL,
+    tool text, args_hash text
+) ON COMMIT DELETE ROWS
+"""
+
+# Emptied at the start too: savepoints of one transaction (the one-by-one fallback) share it.
+CLEAR_BATCH_TABLE = "DELETE FROM pg_temp.projector_batch"
+
+COPY_BATCH = f"COPY pg_temp.projector_batch ({BATCH_COLUMNS}) FROM STDIN"
+
+PUBLISH_BATCH = f"""
+WITH pub AS (
+    SELECT e->>0 AS id, (e->>1)::bigint AS k1, (e->>2)::int AS k2 FROM jsonb_array_elements(%s::jsonb) AS e
+), moved AS (
+    INSERT INTO agent_messages ({_ROW_COLUMNS})
+    SELECT {_ROW_COLUMNS} FROM (
+        SELECT {_ROW_COLUMNS}, k1, k2 FROM pg_temp.projector_batch WHERE dest = 'v'
+        UNION ALL
+        SELECT s.id, s.thread_ts, s.round, s.role, s.tool_call_id, s.content, s.compact, s.tokens,
+               s.created_at, p.k1, p.k2
+        FROM pub p JOIN round_staging s ON s.id = p.id
+    ) u ORDER BY k1, k2
+    ON CONFLICT (id) DO NOTHING
+    RETURNING thread_ts, seq
+), cleared AS (
+    DELETE FROM round_staging r USING pub p WHERE r.id = p.id RETURNING 1
+), bumped AS (
+    UPDATE incident_state i SET rounds = greatest(i.rounds, (b.value)::int)
+    FROM jsonb_each_text(%s::jsonb) AS b
+    WHERE i.thread_ts = b.key
+    RETURNING 1
+), top AS (
+    SELECT thread_ts, max(seq) AS max_seq FROM moved GROUP BY thread_ts
+)
+-- NOTIFY as NOTIFY does, but a thread this statement wrote to takes its max seq from RETURNING
+-- (the snapshot of the subquery predates these rows) instead of one more index probe.
+SELECT count(pg_notify(%s, json_build_object(
+    'schema', %s::text, 'thread_ts', t.t,
+    'max_seq', coalesce(top.max_seq, (SELECT max(seq) FROM agent_messages m WHERE m.thread_ts = t.t)))::text))
+FROM jsonb_array_elements_text(%s::jsonb) AS t(t) LEFT JOIN top ON top.thread_ts = t.t
+"""
+
+# Where every id the batch's markers list stands now: staged (with the ai rows' tool call ids) or visible.
+LOOKUP_BATCH = """
+WITH listed AS (SELECT ARRAY(SELECT jsonb_array_elements_text(%s::jsonb)) AS ids)
+SELECT s.id, true, s.role, s.tool_call_id,
+       CASE WHEN jsonb_typeof(s.content -> 'tool_calls') = 'array'
+            THEN ARRAY(SELECT c ->> 'id' FROM jsonb_array_elements(s.content -> 'tool_calls') AS c) END
+FROM round_staging s, listed l WHERE s.id = ANY(l.ids)
+UNION ALL
+SELECT m.id, false, m.role, m.tool_call_id, NULL FROM agent_messages m, listed l WHERE m.id = ANY(l.ids)
+"""
+
+# A row already published (a duplicate delivered after its round committed) is not staged again.
+STAGE_BATCH = f"""
+INSERT INTO round_staging ({_ROW_COLUMNS})
+SELECT {_ROW_COLUMNS} FROM pg_temp.projector_batch b
+WHERE b.dest = 's' AND NOT EXISTS (SELECT 1 FROM agent_messages m WHERE m.id = b.id)
+ORDER BY b.ord ON CONFLICT (id) DO NOTHING
+"""
+
+DIGESTS_FROM_BATCH = """
+INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens, created_at)
+SELECT thread_ts, tool, args_hash, id, tool_call_id, compact, tokens, created_at
+FROM pg_temp.projector_batch WHERE args_hash IS NOT NULL
+ORDER BY ord ON CONFLICT (thread_ts, tool, args_hash) DO NOTHING
+"""
+
+# Many upserts in one statement; a statement may not touch one key twice, so the batch's states
+# go in waves (the n-th state of every thread in wave n), which keeps each thread's order, and
+# a wave goes in two statements, by whether an alert re-firing keeps the opening time.
+_UPSERT_STATES = """
+INSERT INTO incident_state AS s (thread_ts, service, status, window_start, window_end, rounds, opened_at, updated_at)
+SELECT e->>0, e->>1, e->>2, (e->>3)::timestamptz, (e->>4)::timestamptz, 0, (e->>5)::timestamptz,
+       (e->>6)::timestamptz
+FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS u(e, ord)
+ORDER BY ord
+ON CONFLICT (thread_ts) DO UPDATE SET
+    service = EXCLUDED.service,
+    status = EXCLUDED.status,
+    window_start = EXCLUDED.window_start,
+    window_end = EXCLUDED.window_end,
+    opened_at = {opened_at},
+    updated_at = EXCLUDED.updated_at
+WHERE s.updated_at <= EXCLUDED.updated_at
+"""
+UPSERT_STATES_KEEP_OPENED = _UPSERT_STATES.format(opened_at="s.opened_at")
+UPSERT_STATES_MOVE_OPENED = _UPSERT_STATES.format(opened_at="EXCLUDED.opened_at")
+
+_NULL = "\\N"
+
+
+def _copy_lines(
+    rows: Sequence[Row],
+    dest: Sequence[str],
+    k1: Sequence[int],
+    k2: Sequence[int],
+    digests: dict[int, CacheDigest],
+) -> str:
+    """The batch table's rows as one COPY text payload (Row.copy_text is usually rendered already)."""
+    lines = []
+    for k, r in enumerate(rows):
+        d = digests.get(k)
+        lines.append(
+            f"{k}\t{dest[k]}\t{k1[k]}\t{k2[k]}\t{r.copy_text}\t"
+            f"{_NULL if d is None else copy_escape(d.tool)}\t{_NULL if d is None else copy_escape(d.args_hash)}\n"
+        )
+    return "".join(lines)
+
+
+def _state_waves(states: Sequence[UpsertState]) -> list[tuple[str, tuple[str]]]:
+    """(statement, JSON parameter) per wave and kind; no statement names one thread twice."""
+    waves: list[list[UpsertState]] = []
+    seen: dict[str, int] = {}
+    for st in states:
+        n = seen.get(st.thread_ts, 0)
+        seen[st.thread_ts] = n + 1
+        if n == len(waves):
+            waves.append([])
+        waves[n].append(st)
+    out = []
+    for wave in waves:
+        for keep, statement in ((True, UPSERT_STATES_KEEP_OPENED), (False, UPSERT_STATES_MOVE_OPENED)):
+            part = [
+                [
+                    st.thread_ts,
+                    st.service,
+                    st.status,
+                    st.window_start.isoformat(),
+                    st.window_end.isoformat(),
+                    st.opened_at.isoformat(),
+                    st.updated_at.isoformat(),
+                ]
+                for st in wave
+                if st.keep_opened_at is keep
+            ]
+            if part:
+                out.append((statement, (json.dumps(part),)))
+    return out
+
+
 def _apply_fast(
     conn: psycopg.Connection,
     items: Sequence[tuple[int, Sequence[Op]]],
@@ -486,13 +576,13 @@ def _apply_fast(
     notify: bool,
     threads: Iterable[str],
 ) -> BatchResult:
-    """The whole batch in two pipelined round trips (see fast_plan_applies for when this is exact)."""
+    """The whole batch in three round trips: lock + look up, COPY, write (see fast_plan_applies)."""
     result = BatchResult()
     touched: set[str] = set(threads)
-    staged: list[Row] = []
-    visible: list[Row] = []
-    visible_pos: list[int] = []
+    rows: list[Row] = []
+    visible_pos: dict[int, int] = {}  # row index -> op position, for rows visible at once
     digests: list[CacheDigest] = []
+    attached: dict[int, CacheDigest] = {}  # row index -> the digest of that very row
     states: list[UpsertState] = []
     markers: list[tuple[int, int, CommitRound]] = []
     pos = 0
@@ -500,65 +590,108 @@ def _apply_fast(
         for op in ops:
             pos += 1
             if isinstance(op, InsertRow):
-                visible.append(op.row)
-                visible_pos.append(pos)
+                visible_pos[len(rows)] = pos
+                rows.append(op.row)
                 touched.add(op.row.thread_ts)
             elif isinstance(op, StageRow):
-                staged.append(op.row)
+                rows.append(op.row)
                 touched.add(op.row.thread_ts)
             elif isinstance(op, CacheDigest):
                 digests.append(op)
+                last = rows[-1] if rows else None
+                if (
+                    last is not None
+                    and last.id == op.message_id
+                    and last.compact == op.compact
+                    and last.tokens == op.tokens
+                    and last.tool_call_id == op.tool_call_id
+                    and last.created_at == op.created_at
+                    and last.thread_ts == op.thread_ts
+                ):
+                    attached[len(rows) - 1] = op
             elif isinstance(op, UpsertState):
                 states.append(op)
                 touched.add(op.thread_ts)
             elif isinstance(op, CommitRound):
                 markers.append((index, pos, op))
                 touched.add(op.thread_ts)
+    if len(attached) != len(digests):
+        attached = {}  # a digest that is not its row's: insert them all apart, in order
     listed = sorted({m for _i, _p, op in markers for m in op.message_ids})
     with conn.pipeline():
+        conn.execute(CREATE_BATCH_TABLE)
+        conn.execute(CLEAR_BATCH_TABLE)
         lock_cur = conn.cursor()
         lock_cur.execute(LOCK_OFFSETS, (group, topic, sorted(set(partitions))))
-        cur = conn.cursor()
-        if staged:
-            cur.execute(INSERT_STAGED_JSON, (_rows_json(staged),))
-        if digests:
-            cur.execute(INSERT_DIGESTS, _digest_params(digests))
-        if states:
-            cur.executemany(UPSERT_STATE, [_state_params(st) for st in states])
         lookup_cur = conn.cursor()
         if listed:
-            lookup_cur.execute(LOOKUP, (listed, listed))
+            lookup_cur.execute(LOOKUP_BATCH, (json.dumps(listed),))
     result.stored_offsets = {int(p): int(n) for p, n in lock_cur.fetchall()}
-    published, result.rejections = verify_rounds(markers, lookup_cur.fetchall() if listed else [])
-    pub_ids: list[str] = []
-    pub_k1: list[int] = []
-    pub_k2: list[int] = []
+    found = lookup_cur.fetchall() if listed else []
+    in_db_staging = {r[0] for r in found if r[1]}
+    in_db_visible = {r[0] for r in found if not r[1]}
+    # The batch's staged rows count as staged (as if written first), unless already published.
+    first_copy: dict[str, int] = {}
+    batch_found: list[tuple[Any, ...]] = []
+    for k, r in enumerate(rows):
+        if k in visible_pos or r.id in first_copy:
+            continue
+        first_copy[r.id] = k
+        if r.id not in in_db_staging and r.id not in in_db_visible:
+            batch_found.append(
+                (r.id, True, r.role, r.tool_call_id, list(r.call_ids) if r.role == "ai" else None)
+            )
+    published, result.rejections = verify_rounds(markers, [*found, *batch_found])
+    dest = ["s"] * len(rows)
+    k1 = [0] * len(rows)
+    k2 = [0] * len(rows)
+    for k, p in visible_pos.items():
+        dest[k], k1[k] = "v", p
+    pub: list[tuple[str, int, int]] = []
     bumps: dict[str, int] = {}
     for _index, marker_pos, op, moving in published:
-        order = {m: k for k, m in enumerate(op.message_ids)}
+        order = {m: n for n, m in enumerate(op.message_ids)}
         for m in moving:
-            pub_ids.append(m)
-            pub_k1.append(marker_pos)
-            pub_k2.append(order[m] + 1)
+            if m in in_db_staging:
+                pub.append((m, marker_pos, order[m] + 1))
+            else:
+                k = first_copy[m]
+                dest[k], k1[k], k2[k] = "v", marker_pos, order[m] + 1
         bumps[op.thread_ts] = max(bumps.get(op.thread_ts, 0), op.round)
         result.rounds_committed += 1 if moving else 0  # a marker delivered again publishes nothing
+    published_ids = {m for _i, _p, _op, moving in published for m in moving}
+    for k, r in enumerate(rows):
+        if dest[k] == "s" and (r.id in published_ids or r.id in in_db_visible):
+            dest[k] = "x"  # staged before, or visible already: this copy changes nothing
+    if rows:
+        with conn.cursor().copy(COPY_BATCH) as copy:
+            copy.write(_copy_lines(rows, dest, k1, k2, attached))
     with conn.pipeline():
-        if visible or pub_ids:
+        cur = conn.cursor()
+        for statement, params in _state_waves(states):  # before the rounds bump them
+            cur.execute(statement, params)
+        published_with_notices = bool(rows or pub or bumps)
+        if published_with_notices:
             cur.execute(
-                PUBLISH,
-                [
-                    pub_ids,
-                    pub_k1,
-                    pub_k2,
-                    _rows_json(visible, visible_pos),
-                    list(bumps),
-                    list(bumps.values()),
-                ],
+                PUBLISH_BATCH,
+                (
+                    json.dumps(pub),
+                    json.dumps(bumps),
+                    NOTIFY_CHANNEL,
+                    schema,
+                    json.dumps(sorted(touched) if notify else []),
+                ),
             )
+        if "s" in dest:
+            cur.execute(STAGE_BATCH)
+        if attached:
+            cur.execute(DIGESTS_FROM_BATCH)
+        elif digests:
+            cur.execute(INSERT_DIGESTS, _digest_params(digests))
         if next_offsets:
             parts = sorted(next_offsets)
             cur.execute(SAVE_OFFSETS, (group, topic, parts, [next_offsets[p] for p in parts]))
-        if notify and touched:
+        if notify and touched and not published_with_notices:
             cur.execute(NOTIFY, (NOTIFY_CHANNEL, schema, sorted(touched)))
     return result
 

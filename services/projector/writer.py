@@ -16,10 +16,11 @@ The policy, in order:
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,14 @@ from pydantic import TypeAdapter
 
 from schemas.events import DeadLetter, EventBase, EventDecodeError, ThreadEvent, parse_event
 from services.projector import store
-from services.projector.mapping import MappingError, Op, map_event, reported_tokens_mismatch
+from services.projector.mapping import (
+    InsertRow,
+    MappingError,
+    Op,
+    StageRow,
+    map_event,
+    reported_tokens_mismatch,
+)
 from services.projector.metrics import Metrics
 from services.runtime.kafka import dead_letter
 from services.runtime.logs import about
@@ -39,6 +47,53 @@ log = logging.getLogger("projector.writer")
 _EVENTS: TypeAdapter[Any] = TypeAdapter(ThreadEvent)
 DATA_ERRORS = (psycopg.IntegrityError, psycopg.DataError)
 STAGE = "projector"
+
+
+class GcPacer:
+    """Collect garbage every `every_events` events instead of whenever objects pile up.
+
+    A batch keeps thousands of freshly decoded events alive until it commits, so CPython's
+    automatic collector runs again and again over objects that are all still in use; on the
+    projector benchmark that was about half of the time. Inside `paced()` automatic collection
+    is off (process-wide, so nested or concurrent pacers count their users) and what existed
+    before is frozen; `tick(n)` after each batch runs a full collection once `every_events`
+    events or `every_batches` batches have gone by, so cyclic garbage still has a bound.
+    """
+
+    _lock = threading.Lock()
+    _users = 0
+    _was_enabled = True
+
+    def __init__(self, every_events: int = 50_000, every_batches: int = 200) -> None:
+        self.every_events = every_events
+        self.every_batches = every_batches
+        self._events = 0
+        self._batches = 0
+
+    @contextlib.contextmanager
+    def paced(self) -> Iterator[GcPacer]:
+        with GcPacer._lock:
+            if GcPacer._users == 0:
+                GcPacer._was_enabled = gc.isenabled()
+                gc.freeze()
+                gc.disable()
+            GcPacer._users += 1
+        try:
+            yield self
+        finally:
+            with GcPacer._lock:
+                GcPacer._users -= 1
+                if GcPacer._users == 0:
+                    gc.unfreeze()
+                    if GcPacer._was_enabled:
+                        gc.enable()
+
+    def tick(self, events: int) -> None:
+        self._events += events
+        self._batches += 1
+        if self._events >= self.every_events or self._batches >= self.every_batches:
+            self._events = self._batches = 0
+            gc.collect()
 
 
 @dataclass(frozen=True)
@@ -104,6 +159,9 @@ def prepare(batch: Sequence[Incoming]) -> Prepared:
     """Decode and map a batch (pure, no I/O) and compute the offsets it will commit."""
     decoded = [decode(i) for i in batch]
     for d in decoded:
+        for op in d.ops:
+            if isinstance(op, InsertRow | StageRow):
+                _ = op.row.copy_text  # rendered here, in the decoding thread, while the writer waits
         if d.event is not None and (mismatch := reported_tokens_mismatch(d.event, d.ops)) is not None:
             log.warning(
                 "event carries tokens=%d, projection counts %d; the projection's count is stored",

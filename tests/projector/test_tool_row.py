@@ -1,0 +1,55 @@
+"""The tool row takes its token count from the compactor instead of counting the compact again."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks.bench_projector import T0
+from schemas.events import CompactedToolResult
+from schemas.ids import message_id
+from schemas.tokens import count_value_tokens
+from services.compactor.registry import compact_tool_result
+from services.projector.mapping import CacheDigest, StageRow, map_event
+from services.seed.generators import generate_loki
+
+T = "1710406800.000100"
+
+
+def compacted(raw: object) -> CompactedToolResult:
+    outcome = compact_tool_result("query_loki", raw, {}, budget=8000)
+    return CompactedToolResult(
+        thread_ts=T,
+        message_id=message_id(T, 1, "tools", 0),
+        event_time=T0,
+        round=1,
+        tool_call_id="call_1",
+        tool="query_loki",
+        args={"q": '{app="api"}'},
+        raw=raw,
+        compact=outcome.compact,
+        tokens=outcome.tokens,
+        raw_tokens=outcome.raw_tokens,
+        raw_sha256=outcome.raw_sha256,
+        compactor_version=outcome.compactor_version,
+        budget=outcome.budget,
+        selection=outcome.selection,
+    )
+
+
+def test_the_compactors_count_is_the_count_of_the_stored_compact() -> None:
+    event = compacted(generate_loki(7, lines=200))
+    stage, digest = map_event(event)
+    assert isinstance(stage, StageRow) and isinstance(digest, CacheDigest)
+    row = stage.row
+    assert row.compact is not None
+    assert json.loads(row.compact) == event.compact
+    assert row.tokens == event.tokens == count_value_tokens(json.loads(row.compact))  # same text, same count
+    assert digest.tokens == row.tokens and digest.compact == row.compact
+    assert json.loads(row.content) == event.raw  # the raw, whole (key order is jsonb's business)
+
+
+def test_non_finite_numbers_are_not_turned_into_null() -> None:
+    event = compacted(generate_loki(7, lines=10)).model_copy(update={"raw": {"x": float("nan")}})
+    (stage, _digest) = map_event(event)
+    assert isinstance(stage, StageRow)
+    assert "NaN" in stage.row.content  # Postgres refuses it, so the event is dead-lettered, not altered
