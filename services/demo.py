@@ -368,7 +368,8 @@ def run(args: argparse.Namespace) -> int:
             biggest = max(tok for _node, tok in inputs[2])
             calls = ", ".join(f"{node} {tok:,}" for node, tok in inputs[2])
             print(
-                f"round-2 model input: {biggest:,} tokens (largest call, preamble included; calls: {calls})"
+                f"round-2 model input: {biggest:,} tokens (largest call: messages with the preamble, "
+                f"plus the tool schemas on investigate calls; calls: {calls})"
             )
         used = models_used(dsn, run_.schema, thread_ts, run_.log("agent"))
         if used == {LOCAL_MODEL} or (not used and LOCAL_MODEL in run_.log("agent").read_text()):

@@ -52,7 +52,11 @@ def test_demo_prints_the_seed_table(stack: Settings, tmp_path: Path) -> None:
     assert total, proc.stdout
     raw, ctx = (int(g.replace(",", "")) for g in total.groups())
     assert raw > 40_000
-    assert 0 < ctx < raw / 4
+    assert 0 < ctx < 2_500  # the seed post's promise: over 40,000 raw, under 2,500 in context
+    calls = re.search(r"^round-2 model input: .*calls: (.*)\)$", proc.stdout, re.M)
+    assert calls, proc.stdout
+    inputs = [int(tok.replace(",", "")) for tok in re.findall(r"\w+ ([\d,]+)", calls.group(1))]
+    assert len(inputs) == 4 and max(inputs) < 2_500  # investigate x2, hypothesis, judge
     assert re.search(r"^model: \S+", proc.stdout, re.M)
     assert "services stopped" in proc.stdout
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]

@@ -68,7 +68,11 @@ class AgentConfig:
     mcp_servers: tuple[McpServer, ...] = ()
     tool_compactors: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_COMPACTORS))
     models: ModelConfig = field(default_factory=ModelConfig)
-    context_budget: int = 1600  # tokens of rows (before the preamble) above which old rows are re-rendered
+    # Tokens of a thread's rows (its running sum, what `show` totals) above which old rows are
+    # re-rendered before a round. A round's model input adds the preamble, the node's prompt, the
+    # tool schemas and the round's own turn (~1,000 in the seed's round 2), so 1,200 keeps every
+    # round-2 call of the seed thread under 2,500 tokens; see docs/context-budget.md.
+    context_budget: int = 1200
     max_concurrency: int = 4  # rounds of different threads running at once
     round_timeout: float = 300.0
     projection_timeout: float = 60.0

@@ -159,9 +159,7 @@ def row_to_message(row: ContextRow) -> BaseMessage:
         )
     if row.role == "ai":
         calls = [{"name": c["name"], "args": c.get("args") or {}, "id": c["id"]} for c in row.tool_calls()]
-        text = str(v.get("text") or "")
-        if row.re_rendered:
-            text = str(v.get("line") or v.get("headline") or text)
+        text = re_rendered_text(row, v) if row.re_rendered else str(v.get("text") or "")
         return AIMessage(content=text, tool_calls=calls, id=row.id)
     if row.role == "tool":
         if row.re_rendered:  # a headline or one line: plain text, its evidence id up front
@@ -175,7 +173,7 @@ def row_to_message(row: ContextRow) -> BaseMessage:
         return ToolMessage(content=body, tool_call_id=row.tool_call_id or "", id=row.id)
     if row.role == "judge":
         if row.re_rendered:
-            return AIMessage(content=f"judge: {v.get('line') or v.get('headline')}", id=row.id)
+            return AIMessage(content=f"judge: {re_rendered_text(row, v)}", id=row.id)
         verdict = "grounded" if v.get("grounded") else "NOT grounded"
         questions = v.get("questions") or []
         text = f"judge ({row.id}): hypothesis {verdict}."
@@ -183,9 +181,18 @@ def row_to_message(row: ContextRow) -> BaseMessage:
             text += " Open questions: " + " | ".join(str(q) for q in questions)
         return AIMessage(content=text, id=row.id)
     if row.role == "post":
-        text = v.get("line") or v.get("headline") or v.get("text", "")
+        text = re_rendered_text(row, v) if row.re_rendered else v.get("text", "")
         return AIMessage(content=f"posted to thread ({v.get('kind', 're-rendered')}): {text}", id=row.id)
     return HumanMessage(content=render_for_model(row.value), id=row.id)
+
+
+def re_rendered_text(row: ContextRow, v: dict[str, Any]) -> str:
+    """A re-rendered row as text: its headline or line, where the whole row is, what it rested on."""
+    text = str(v.get("line") or v.get("headline") or "")
+    rests = v.get("evidence_ids") or []
+    if rests:
+        text += f" (rests on {', '.join(str(e) for e in rests)})"
+    return f"{text} [get_evidence({row.id})]" if text else ""
 
 
 def to_messages(rows: Sequence[ContextRow]) -> list[BaseMessage]:

@@ -54,7 +54,7 @@ def _event_facts(compact: dict[str, Any]) -> list[str]:
 def _trace_facts(compact: dict[str, Any]) -> list[str]:
     spans = [s for s in compact.get("spans") or [] if isinstance(s, dict) and s.get("status") == "ERROR"]
     facts = []
-    for s in spans[-2:]:
+    for s in reversed(spans[-2:]):  # the deepest failing span first: nearest the cause
         facts.append(
             f"span {s.get('svc')} '{s.get('name')}' took {s.get('ms')} ms and failed: {_clip(s.get('message', ''), 60)}"
         )

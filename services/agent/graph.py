@@ -37,7 +37,7 @@ from services.agent.config import EVIDENCE_TOOL, AgentConfig
 from services.agent.context import LoadedContext, message_tokens, to_messages
 from services.agent.emitter import EventEmitter
 from services.agent.mcp_client import McpToolbox
-from services.agent.preamble import evidence_in_hand
+from services.agent.preamble import evidence_in_hand, outside_window, pinned_window
 from services.agent.toolpath import ToolPath
 from services.runtime.logs import about
 
@@ -87,16 +87,23 @@ def _now() -> datetime:
 def build_graph(deps: RoundDeps) -> Any:
     """Compile the four-node graph bound to one round's dependencies."""
     context_messages = to_messages(deps.ctx.rows)
-    earlier = {(tool, canonical_json(args)): eid for eid, tool, args in evidence_in_hand(deps.ctx)}
+    window = pinned_window(deps.ctx)
+
+    def call_key(tool: str, args: dict[str, Any]) -> tuple[str, str]:
+        """A call's identity; the pinned window's bounds are implied (re-rendered calls elide them)."""
+        return tool, canonical_json(outside_window(args, window))
+
+    earlier = {call_key(tool, args): eid for eid, tool, args in evidence_in_hand(deps.ctx)}
     telemetry = deps.toolbox.tool_specs(exclude=(EVIDENCE_TOOL,))
     investigator = deps.agent_model.bind_tools(telemetry) if telemetry else deps.agent_model
-    schema_tokens = count_tokens(render_for_model(telemetry)) if telemetry else 0  # sent beside investigate
 
     async def emit(*events: EventBase) -> None:
         await asyncio.to_thread(deps.emitter.send, *events)
 
     async def ask(model: Any, node: str, messages: list[BaseMessage]) -> AIMessage:
-        tokens = message_tokens(messages)
+        tools = telemetry if model is investigator else []
+        tokens = model_input_tokens(messages, tools)  # the whole input: messages and tool schemas
+        schema_tokens = tool_schema_tokens(tools)
         deps.model_inputs.append((node, tokens))
         metrics.MODEL_INPUT_TOKENS.labels(node).observe(tokens)
         log.info(
@@ -107,7 +114,8 @@ def build_graph(deps: RoundDeps) -> Any:
                 node=node,
                 round=deps.round,
                 input_tokens=tokens,
-                tool_schema_tokens=schema_tokens if model is investigator else 0,
+                message_tokens=tokens - schema_tokens,
+                tool_schema_tokens=schema_tokens,
             ),
         )
         answer = await model.ainvoke(messages)
@@ -127,18 +135,15 @@ def build_graph(deps: RoundDeps) -> Any:
         calls: list[ToolCall] = []
         skipped: list[str] = []
         done_now = {
-            (c["name"], canonical_json(c["args"]))
-            for m in turn
-            if isinstance(m, AIMessage)
-            for c in m.tool_calls
+            call_key(c["name"], c["args"]) for m in turn if isinstance(m, AIMessage) for c in m.tool_calls
         }
         for call in answer.tool_calls if i < deps.config.max_tool_turns else []:
             args = dict(call.get("args") or {})
-            key = (call["name"], canonical_json(args))
+            key = call_key(call["name"], args)
             if key in earlier:  # already in evidence: never repeat it
                 skipped.append(f"{call['name']} -> {earlier[key]}")
                 continue
-            if key in done_now or any((c.name, canonical_json(c.args)) == key for c in calls):
+            if key in done_now or any(call_key(c.name, c.args) == key for c in calls):
                 continue
             cid = tool_call_id(deps.thread_ts, deps.round, call["name"], args)
             calls.append(ToolCall(id=cid, name=call["name"], args=args))
@@ -266,7 +271,7 @@ def build_graph(deps: RoundDeps) -> Any:
             verdict = {"grounded": False, "questions": ["The judge's answer was not JSON; please restate."]}
         grounded = bool(verdict.get("grounded"))
         questions = [] if grounded else [str(q) for q in verdict.get("questions") or []][:2]
-        graded = [g for g in verdict.get("graded_claims") or [] if isinstance(g, dict)]
+        graded = terse_grades(verdict.get("graded_claims"), hyp["claims"])
         mid = deps.mid("judge", 0)
         await emit(
             JudgeVerdict(
@@ -293,9 +298,11 @@ def build_graph(deps: RoundDeps) -> Any:
         kind: Literal["summary", "questions"]
         if verdict["grounded"]:
             kind = "summary"
+            # The claims' evidence ids are in the hypothesis; the post names it once.
             lines = [
                 hyp["summary"],
-                *(f"• {c['text']} [{', '.join(c['evidence_ids'])}]" for c in hyp["claims"]),
+                *(f"• {c['text']}" for c in hyp["claims"]),
+                f"evidence: {state.get('hypothesis_id')}",
             ]
             text = "\n".join(lines)
         else:
@@ -341,6 +348,38 @@ def build_graph(deps: RoundDeps) -> Any:
     graph.add_edge("judge", "post")
     graph.add_edge("post", END)
     return graph.compile()
+
+
+def terse_grades(graded: Any, claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The judge's grades as recorded: claim by index, a reason only for a failure.
+
+    A grade that names its claim by text (a model that ignored the format) is mapped to the
+    claim's index when the text matches one; otherwise it is kept as the model gave it.
+    """
+    texts = {str(c.get("text")): k for k, c in enumerate(claims)}
+    out: list[dict[str, Any]] = []
+    for g in graded if isinstance(graded, list) else []:
+        if not isinstance(g, dict):
+            continue
+        claim = g.get("claim")
+        if isinstance(claim, str) and claim in texts:
+            claim = texts[claim]
+        grounded = bool(g.get("grounded"))
+        grade: dict[str, Any] = {"claim": claim, "grounded": grounded}
+        if not grounded and g.get("reason"):
+            grade["reason"] = str(g["reason"])
+        out.append(grade)
+    return out
+
+
+def tool_schema_tokens(tools: list[dict[str, Any]]) -> int:
+    """Tokens of the tool schemas sent beside a call (cl100k_base over their compact JSON)."""
+    return count_tokens(render_for_model(tools)) if tools else 0
+
+
+def model_input_tokens(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> int:
+    """Everything one model call is sent: the messages (preamble included) and the tool schemas."""
+    return message_tokens(messages) + tool_schema_tokens(tools)
 
 
 def evidence_index(deps: RoundDeps, turn: list[BaseMessage]) -> dict[str, dict[str, Any]]:

@@ -1,13 +1,15 @@
 """A deterministic local chat model behind LangChain's BaseChatModel, for tests and the offline demo.
 
-It is not a transcript: every answer is derived from the messages it is given.
+It is not a transcript: every answer is derived from the messages it is given, and it is
+terse, as a real model is prompted to be (every token of its output is paid again on every
+later round that loads it).
 - investigate: plans the tools the evidence lacks (logs, metrics, pod events for an alert;
   a trace once someone asks about one and a trace id is in the thread), inside the
   preamble's pinned window; answers without calls once results are back.
-- hypothesis: claims built from the digests' own facts (values copied verbatim) and
-  the people's messages since the last verdict, each citing its evidence ids.
-- judge: grades claims on the raw checks it is handed and asks for what a causal claim
-  lacks (the request path, what changed); at most 2 questions.
+- hypothesis: one fact per new tool result (values copied verbatim from the digest), the
+  people's report that best says what changed since the last verdict, and a cause citing them.
+- judge: grades claims by number on the raw checks it is handed, with a reason only for a
+  failure, and asks for what a causal claim lacks (the request path, what changed); at most 2 questions.
 Every event it leads to is labeled model="local-deterministic".
 """
 
@@ -27,7 +29,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from schemas.events import canonical_json
-from services.agent.facts import salient_facts, summary_of
+from services.agent.facts import salient_facts
 
 MODEL_NAME = "local-deterministic"
 _WINDOW = re.compile(r"Alert window: (\S+) \.\. (\S+)")
@@ -35,6 +37,7 @@ _TASK = re.compile(r"^TASK: (\w+)", re.M)
 _TRACE_ID = re.compile(r"\b[0-9a-f]{32}\b")
 _EVIDENCE_PREFIX = re.compile(r"^\[evidence ([^\]]+)\] ")
 _HUMAN_ID = re.compile(r"^\[([^\]]+)\] ")
+_HUMAN_USER = re.compile(r"^<[^>]*> ")
 _TRACE_WORDS = ("trace", "span", "request path")
 _TRACE_TOOLS = ("query_tempo", "get_trace", "tempo")
 
@@ -166,7 +169,7 @@ def _fill(tool: dict[str, Any], values: dict[str, Any]) -> dict[str, Any] | None
 def _investigate(messages: Sequence[BaseMessage], system: str, tools: list[dict[str, Any]]) -> AIMessage:
     if messages and isinstance(messages[-1], ToolMessage):
         got = _evidence(messages)
-        return AIMessage(content=f"{len(got)} results in evidence; moving to a hypothesis.")
+        return AIMessage(content=f"{len(got)} results in evidence.")
     by_name = {t["function"]["name"]: t for t in tools if "function" in t}
     done = {c["name"] for c in _calls(messages).values()}
     window = _WINDOW.search(system)
@@ -211,38 +214,65 @@ def _investigate(messages: Sequence[BaseMessage], system: str, tools: list[dict[
             if asks_trace and not trace_ids
             else ""
         )
-        return AIMessage(content=f"No further tool calls needed{note}; the evidence in the thread is enough.")
+        return AIMessage(content=f"No further tool calls{note}.")
     names = ", ".join(c["name"] for c in calls)
-    return AIMessage(content=f"Querying {names} inside the alert window.", tool_calls=calls)
+    return AIMessage(content=f"Querying {names}.", tool_calls=calls)
 
 
 # --- hypothesis ------------------------------------------------------------------------------
 
+_CHANGE = re.compile(
+    r"\b\d+\.\d+\.\d+\b|PR #?\d+|\b(?:deploy\w*|went out|releas\w*|roll\w* back|config\w*|chang\w*|upgrad\w*)",
+    re.I,
+)
+
+
+def _since_verdict(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The messages after the last judge verdict: this round's evidence and the people's news."""
+    cut = 0
+    for k, m in enumerate(messages):
+        if isinstance(m, AIMessage) and _text(m).startswith("judge ("):
+            cut = k + 1
+    return list(messages[cut:])
+
+
+def _first_sentence(text: str, width: int = 90) -> str:
+    head = re.split(r"(?<=[.!?])\s", " ".join(text.split()), maxsplit=1)[0]
+    return head if len(head) <= width else head[: width - 1] + "…"
+
 
 def _hypothesis(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    """Terse: one fact per new tool result, the people's reports of a change, and a cause citing them.
+
+    Evidence graded in an earlier round is not restated (its headline is in the thread);
+    the cause cites what this round adds, or every tool result when nothing is new.
+    """
     alert = _alert(messages)
-    claims = []
-    cited: list[str] = []
-    for eid, tool, digest in _evidence(messages):
-        for fact in salient_facts(digest)[:2]:
-            claims.append({"text": f"{tool}: {fact}", "evidence_ids": [eid]})
-        cited.append(eid)
-    # every human statement in the thread is evidence, not only the ones since the last verdict
-    humans = [(hid, text) for hid, text, mention in _humans(messages) if not mention]
-    for hid, text in humans:
-        claims.append({"text": f"reported in the thread: {text}", "evidence_ids": [hid]})
-        cited.append(hid)
-    service = alert["service"] or "the service"
-    first_tool = summary_of(_evidence(messages)[0][2]) if _evidence(messages) else "no tool evidence"
-    cause = {
-        "text": f"cause: {service} ran out of memory ({alert['alertname']}); {first_tool}",
-        "evidence_ids": list(dict.fromkeys(cited)),
-    }
-    claims.append(cause)
-    summary = (
-        f"{service}: {alert['alertname']} explained by {len(claims) - 1} facts across {len(cited)} sources"
+    fresh = _evidence(_since_verdict(messages)) if _judged(messages) else _evidence(messages)
+    claims: list[dict[str, Any]] = []
+    for eid, _tool, digest in fresh:
+        for fact in salient_facts(digest)[:1]:
+            claims.append({"text": fact, "evidence_ids": [eid]})
+    said = [(hid, text) for hid, text, mention in _humans_since_verdict(messages) if not mention]
+    changes = sorted(
+        ((len(_CHANGE.findall(text)), k, hid, text) for k, (hid, text) in enumerate(said)),
+        key=lambda x: (-x[0], x[1]),
     )
+    for score, _k, hid, text in changes[:1]:  # the report that best answers "what changed"
+        if score:
+            claims.append({"text": _first_sentence(_HUMAN_USER.sub("", text)), "evidence_ids": [hid]})
+    cited = list(dict.fromkeys(e for c in claims for e in c["evidence_ids"]))
+    if not cited:
+        cited = [eid for eid, _, _ in _evidence(messages)]
+    service = alert["service"] or "the service"
+    cause = {"text": f"cause: {service} ran out of memory ({alert['alertname']})", "evidence_ids": cited}
+    claims.append(cause)
+    summary = f"{service} {alert['alertname']}: {len(claims)} claims"
     return {"summary": summary, "claims": claims}
+
+
+def _judged(messages: Sequence[BaseMessage]) -> bool:
+    return any(isinstance(m, AIMessage) and _text(m).startswith("judge (") for m in messages)
 
 
 # --- judge -----------------------------------------------------------------------------------
@@ -258,40 +288,38 @@ def _judge_input(messages: Sequence[BaseMessage]) -> dict[str, Any]:
 
 
 def _judge(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    """Grade claim by number (the claims themselves are in the hypothesis); a reason only for a failure."""
     data = _judge_input(messages)
     evidence: dict[str, Any] = data.get("evidence", {})
     checks = {c["claim"]: c for c in data.get("raw_checks", [])}
     kinds = {eid: str(e.get("kind", "")) for eid, e in evidence.items()}
-    graded = []
+    graded: list[dict[str, Any]] = []
     questions: list[str] = []
     service = data.get("service") or "the service"
     for k, claim in enumerate(data.get("claims", [])):
         ids = [i for i in claim.get("evidence_ids", [])]
-        reason = "every cited id is in evidence and its numbers are in the raw"
-        ok = bool(ids) and all(i in evidence for i in ids)
-        if not ok:
-            reason = "cites no evidence, or an id that is not in evidence"
+        reasons = []
+        if not ids or not all(i in evidence for i in ids):
+            reasons.append("cites an id not in evidence")
         elif checks.get(k, {}).get("missing"):
-            ok, reason = False, f"numbers not in the cited raw: {checks[k]['missing']}"
-        if ok and claim.get("text", "").startswith("cause"):
-            has_trace = any(any(t in kinds[i] for t in _TRACE_TOOLS) for i in ids)
-            has_human = any(kinds[i] == "human" for i in ids)
-            if not has_trace:
-                ok, reason = False, "a cause needs the request path, and no trace is cited"
+            reasons.append(f"not in the raw: {', '.join(checks[k]['missing'])}")
+        elif claim.get("text", "").startswith("cause"):
+            if not any(any(t in kinds[i] for t in _TRACE_TOOLS) for i in ids):
+                reasons.append("no trace cited")
                 questions.append(
-                    f"Which span of a failing {service} request holds the memory? No trace is in evidence: "
-                    "query a failing request's trace inside the alert window."
+                    f"Which span of a failing {service} request holds the memory? No trace is in evidence."
                 )
-            if not has_human:
-                ok = False
-                reason += "; nothing says what changed"
-                questions.append(
-                    f"What changed in {service} before the memory started rising (a deploy, a config "
-                    "change, the limits)? No change is in evidence."
-                )
-        graded.append({"claim": claim.get("text", ""), "evidence_ids": ids, "grounded": ok, "reason": reason})
+            if not any(kinds[i] == "human" for i in ids):
+                reasons.append("nothing says what changed")
+                questions.append(f"What changed in {service} before memory rose (deploy, config, limits)?")
+        grade: dict[str, Any] = {"claim": k, "grounded": not reasons}
+        if reasons:
+            grade["reason"] = "; ".join(reasons)
+        graded.append(grade)
     grounded = bool(graded) and all(g["grounded"] for g in graded)
     if not grounded and not questions:
-        bad = next(g for g in graded) if graded else {"claim": "the hypothesis"}
-        questions.append(f"What evidence supports: {bad['claim']}?")
+        bad = next((g["claim"] for g in graded if not g["grounded"]), None)
+        questions.append(
+            "What evidence supports the hypothesis?" if bad is None else f"What supports claim {bad}?"
+        )
     return {"grounded": grounded, "graded_claims": graded, "questions": [] if grounded else questions[:2]}

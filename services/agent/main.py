@@ -31,6 +31,7 @@ from services.agent.mcp_client import McpToolbox
 from services.agent.offsets import OffsetTracker
 from services.agent.round import Models, RoundResult, TriggerNotProjected, run_round
 from services.agent.toolpath import ProjectionTimeout
+from services.runtime.health import Heartbeat, serve_metrics_and_health
 from services.runtime.kafka import consumer_config, dead_letter
 from services.runtime.logs import about, configure_logging
 from services.runtime.settings import Settings
@@ -38,11 +39,19 @@ from services.runtime.settings import Settings
 log = logging.getLogger("agent")
 RETRYABLE = (TimeoutError, ProjectionTimeout, TriggerNotProjected, KafkaException, psycopg.OperationalError)
 ATTEMPTS = 3
+MAX_WAKE_BYTES = 64 * 1024  # a wake is a few hundred bytes; a bigger record is not one (dead-lettered)
 
 
 class AgentService:
-    def __init__(self, config: AgentConfig, models: Models, dlq_topic: str = topics.DLQ) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        models: Models,
+        dlq_topic: str = topics.DLQ,
+        heartbeat: Heartbeat | None = None,
+    ) -> None:
         self.config = config
+        self.heartbeat = heartbeat or Heartbeat()
         self.models = models
         self.dlq_topic = dlq_topic
         self.tracker = OffsetTracker()
@@ -124,6 +133,11 @@ class AgentService:
 
     # --- the consumer loop -------------------------------------------------------------------
 
+    def _beat(self) -> None:
+        """`/healthz` is fine while the poll loop turns, the round loop runs and the MCP sessions are open."""
+        if self.loop.is_running() and not self._holder.done():
+            self.heartbeat.beat()
+
     def _on_done(self, topic: str, partition: int, offset: int) -> Callable[[Future[bool]], None]:
         """A wake's offset becomes committable only once its round acked."""
 
@@ -160,6 +174,7 @@ class AgentService:
         last_activity = time.monotonic()
         try:
             while not self.stop.is_set():
+                self._beat()
                 msg = consumer.poll(0.2)
                 futures = [f for f in futures if not f.done()]
                 if futures:
@@ -181,6 +196,10 @@ class AgentService:
                 topic, partition, offset = str(msg.topic()), int(msg.partition() or 0), int(msg.offset() or 0)
                 self.tracker.started(topic, partition, offset)
                 try:
+                    if len(msg.value() or b"") > MAX_WAKE_BYTES:
+                        raise EventDecodeError(
+                            f"oversized wake: {len(msg.value() or b'')} bytes > {MAX_WAKE_BYTES}"
+                        )
                     event = parse_event(msg.value() or b"")
                     if not isinstance(event, Wake):
                         raise EventDecodeError(f"expected a wake event, got {type(event).__name__}")
@@ -231,7 +250,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--step-delay", type=float, default=None, help="pause after each node (demo slow motion)"
     )
     parser.add_argument("--exit-when-idle", type=float, default=None, metavar="SECONDS")
-    parser.add_argument("--metrics-port", type=int, default=None)
+    parser.add_argument(
+        "--metrics-port", type=int, default=None, help="serve /metrics and /healthz (the loop's heartbeat)"
+    )
     parser.add_argument("--log-level", default="INFO")
 
 
@@ -278,11 +299,10 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging("agent", args.log_level)
     config = config_from_args(args)
+    heartbeat = Heartbeat()
     if args.metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(args.metrics_port)
-    service = AgentService(config, build_models(config.models), dlq_topic=args.dlq_topic)
+        serve_metrics_and_health(args.metrics_port, heartbeat)
+    service = AgentService(config, build_models(config.models), dlq_topic=args.dlq_topic, heartbeat=heartbeat)
     signal.signal(signal.SIGTERM, lambda *_: service.stop.set())
     log.info(
         "agent starting",

@@ -16,6 +16,7 @@ from typing import Any
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import Tool
 
 from services.agent.config import McpServer
 from services.runtime.errors import UserFacingError
@@ -49,14 +50,7 @@ class McpToolbox:
                 if tool.name in self._sessions:
                     continue
                 self._sessions[tool.name] = session
-                self.specs[tool.name] = {
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description or tool.name,
-                        "parameters": lean_schema(tool.input_schema or {"type": "object", "properties": {}}),
-                    },
-                }
+                self.specs[tool.name] = tool_spec(tool)
             log.info("mcp server ready", extra={"server": server.name, "tools": sorted(self._sessions)})
         return self
 
@@ -103,14 +97,34 @@ class McpToolbox:
             return text
 
 
-def lean_schema(schema: Any) -> Any:
-    """A tool's JSON Schema without the `title`s pydantic generates from the names it already has.
+def tool_spec(tool: Tool) -> dict[str, Any]:
+    """An MCP tool in OpenAI's function format, as the models are sent it beside investigate."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description or tool.name,
+            "parameters": lean_schema(tool.input_schema or {"type": "object", "properties": {}}),
+        },
+    }
 
-    The schemas are sent beside every investigate call, so their tokens are paid on every turn;
-    a title says nothing the property name does not (73 of 568 tokens for the telemetry tools).
+
+def lean_schema(schema: Any) -> Any:
+    """A tool's JSON Schema without what says nothing the rest does not.
+
+    The schemas are sent beside every investigate call, so their tokens are paid on every turn.
+    Dropped: the `title`s pydantic generates from the names it already has, and on an optional
+    argument the `anyOf [T, null]` + `default: null` pair (leaving it out of `required` says it).
     """
-    if isinstance(schema, dict):
-        return {k: lean_schema(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
     if isinstance(schema, list):
         return [lean_schema(v) for v in schema]
-    return schema
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: lean_schema(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    variants = out.get("anyOf")
+    if "default" in out and out["default"] is None and isinstance(variants, list):
+        kept = [v for v in variants if v != {"type": "null"}]
+        if len(kept) == 1 and isinstance(kept[0], dict) and len(kept) < len(variants):
+            rest = {k: v for k, v in out.items() if k not in ("anyOf", "default")}
+            out = {**kept[0], **rest}
+    return out

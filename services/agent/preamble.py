@@ -55,8 +55,8 @@ def evidence_in_hand(ctx: LoadedContext) -> list[tuple[str, str, dict[str, Any]]
     return found
 
 
-def _outside_window(args: dict[str, Any], window: tuple[str, str] | None) -> dict[str, Any]:
-    """A call's args without the pinned window's bounds (said once above): fewer tokens, same meaning."""
+def outside_window(args: dict[str, Any], window: tuple[str, str] | None) -> dict[str, Any]:
+    """A call's args without the pinned window's bounds (said once, in the preamble): same meaning."""
     if window is None:
         return args
     bounds = {_instant(w) for w in window}
@@ -75,15 +75,37 @@ def _clip(text: str, width: int = 100) -> str:
 
 
 def established(ctx: LoadedContext) -> list[str]:
-    """Claims a judge graded as grounded, each with its evidence ids."""
+    """Claims a judge graded as grounded, each with its evidence ids.
+
+    A grade names its claim by index in the hypothesis it judged. While that hypothesis is in
+    full, the claim's own text and ids are quoted; once it is re-rendered, its headline keeps
+    the evidence ids it rests on, and the claim is named by number (get_evidence has its text).
+    """
+    by_id = {r.id: r for r in ctx.rows}
     lines = []
     for row in ctx.rows:
         if row.role != "judge" or not isinstance(row.value, dict) or row.re_rendered:
             continue
+        hyp = by_id.get(str(row.value.get("hypothesis_id")))
+        hyp_value = hyp.value if hyp is not None and isinstance(hyp.value, dict) else {}
+        claims = [] if hyp is None or hyp.re_rendered else list(hyp_value.get("claims") or [])
+        by_number: list[str] = []
         for graded in row.value.get("graded_claims") or []:
-            if graded.get("grounded"):
+            if not isinstance(graded, dict) or not graded.get("grounded"):
+                continue
+            k = graded.get("claim")
+            if isinstance(k, int) and 0 <= k < len(claims):
+                ids = ", ".join(claims[k].get("evidence_ids") or [])
+                lines.append(f"{_clip(str(claims[k].get('text')))} [{ids}]")
+            elif isinstance(k, int):
+                by_number.append(str(k))
+            else:  # a grade that carries its claim's text
                 ids = ", ".join(graded.get("evidence_ids") or [])
-                lines.append(f"{_clip(str(graded.get('claim')))} [{ids}]")
+                lines.append(f"{_clip(str(k))} [{ids}]")
+        if by_number and hyp is not None:
+            ids = ", ".join(hyp_value.get("evidence_ids") or [])
+            rests = f" [{ids}]" if ids else ""
+            lines.append(f"claims {', '.join(by_number)} of {hyp.id}{rests}")
     return list(dict.fromkeys(lines))
 
 
@@ -131,7 +153,7 @@ def render_preamble(ctx: LoadedContext, round_: int, trigger: Trigger, now: date
     evidence = evidence_in_hand(ctx)
     if evidence:
         listed = "; ".join(
-            f"{tool}({render_for_model(_outside_window(args, window))}) -> {eid}"
+            f"{tool}({render_for_model(outside_window(args, window))}) -> {eid}"
             for eid, tool, args in evidence
         )
         lines.append(f"Do not repeat tool calls whose results are already in evidence: {listed}")

@@ -18,16 +18,18 @@ INVESTIGATE = (
 HYPOTHESIS = (
     "TASK: hypothesis\n"
     'Answer with JSON only: {"summary": str, "claims": [{"text": str, "evidence_ids": [str]}]}. '
-    "Every claim cites the evidence ids (tool results or human messages) it rests on, and copies "
-    "numbers and timestamps exactly as they appear there."
+    "Be terse: one short claim per fact; do not restate what the judge already graded. Every claim "
+    "cites the evidence ids (tool results or human messages) it rests on, and copies numbers and "
+    "timestamps exactly as they appear there."
 )
 JUDGE = (
     "TASK: judge\n"
     "Grade each claim of the hypothesis against the evidence given (compact digests, and the raw "
     "checks done through get_evidence). A claim about a cause needs the request path (a trace) and "
     "what changed (from the people in the thread). Answer with JSON only: "
-    '{"grounded": bool, "graded_claims": [{"claim": str, "evidence_ids": [str], "grounded": bool, '
-    '"reason": str}], "questions": [str]}. When not grounded, ask at most 2 specific questions.'
+    '{"grounded": bool, "graded_claims": [{"claim": int, "grounded": bool, "reason": str}], '
+    '"questions": [str]}. `claim` is the claim\'s index in the input; give `reason` only for a claim '
+    "that is not grounded. When not grounded, ask at most 2 specific questions."
 )
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)

@@ -18,6 +18,7 @@ from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
 from services.agent.context import ContextRow
 from services.agent.facts import salient_facts, summary_of
+from services.agent.preamble import outside_window
 
 Policy = Literal["headline", "one_line"]
 
@@ -34,31 +35,63 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def render(row: ContextRow, policy: Policy, tool: str | None) -> dict[str, Any]:
-    """The new compact of one row under a policy; tool calls of an ai turn always survive."""
+def render(
+    row: ContextRow, policy: Policy, tool: str | None, window: tuple[str, str] | None = None
+) -> dict[str, Any]:
+    """The new compact of one row under a policy; tool calls of an ai turn always survive.
+
+    A headline keeps the row's strongest fact (a digest's, a hypothesis's summary and the
+    evidence ids it rests on, a post's gist); one line keeps what the row was. Nothing the
+    row does not already say is added, and the evidence id names where the whole row is.
+    """
     v: dict[str, Any] = row.value if isinstance(row.value, dict) else {"text": str(row.value)}
-    if row.role == "tool":
+    headline = policy == "headline"
+    extra: dict[str, Any] = {}
+    if row.re_rendered:  # a headline shrinking to one line: its own text, its calls, kind and verdict
+        text = str(v.get("headline") or v.get("line") or "")
+        extra = {k: v[k] for k in ("tool_calls", "kind", "grounded") if k in v}
+    elif row.role == "tool":
         facts = salient_facts(v)
-        head = f"{tool or 'tool'}: {summary_of(v)}"
-        text = f"{head}; {facts[0]}" if policy == "headline" and facts else head
+        text = f"{tool or 'tool'}: {facts[0] if headline and facts else summary_of(v)}"
     elif row.role == "judge":
         text = "grounded" if v.get("grounded") else "rejected"
+        extra["grounded"] = v.get("grounded")
+    elif row.role == "post":
+        text = _post_gist(v)
+        extra["kind"] = v.get("kind")
+    elif row.role == "ai" and v.get("tool_calls"):
+        # The calls say it; the rows that answer them keep their own evidence ids. Arguments
+        # that are the alert's pinned window are implied by it (the preamble states it).
+        calls = [dict(c, args=outside_window(dict(c.get("args") or {}), window)) for c in v["tool_calls"]]
+        elided = calls != [dict(c, args=dict(c.get("args") or {})) for c in v["tool_calls"]]
+        text = "calls inside the alert window" if elided else ""
+        extra["tool_calls"] = calls
     else:
         text = str(v.get("text") or v.get("summary") or "")
-        if policy == "headline":
-            claims = v.get("claims") or []
-            if claims:
-                text = str(claims[-1].get("text", text))
-    width = 200 if policy == "headline" else 90
+        cited = [e for c in v.get("claims") or [] if isinstance(c, dict) for e in c.get("evidence_ids") or []]
+        if headline and cited:
+            extra["evidence_ids"] = list(dict.fromkeys(cited))
+    width = 200 if headline else 90
     new: dict[str, Any] = {"re_rendered": policy, "evidence_id": row.id}
-    new["headline" if policy == "headline" else "line"] = _clip(text, width)
-    if row.role == "ai" and v.get("tool_calls"):
-        new["tool_calls"] = v["tool_calls"]
-    if row.role == "post":
-        new["kind"] = v.get("kind")
-    if row.role == "judge":
-        new["grounded"] = v.get("grounded")
-    return new
+    if text:
+        new["headline" if headline else "line"] = _clip(text, width)
+    return {**new, **extra}
+
+
+def _post_gist(v: dict[str, Any]) -> str:
+    """A post's gist: the questions are the rejection's own (never compacted), a summary its first line."""
+    text = str(v.get("text") or "")
+    if v.get("kind") == "questions":
+        asked = sum(1 for line in text.splitlines() if line[:1].isdigit())
+        return f"the {asked} questions of the judge's rejection"
+    return text.splitlines()[0] if text else ""
+
+
+def _alert_window(rows: Sequence[ContextRow]) -> tuple[str, str] | None:
+    for row in rows:
+        if row.role == "alert" and isinstance(row.value, dict) and row.value.get("window_start"):
+            return str(row.value["window_start"]), str(row.value.get("window_end"))
+    return None
 
 
 def _suffix(target_id: str, current_round: int) -> str:
@@ -89,6 +122,7 @@ def plan_rerenders(
     """
     total = sum(r.tokens for r in rows)
     before = total
+    window = _alert_window(rows)
     events: list[ReRendered] = []
     rank = {"headline": 1, "one_line": 2}
     for row in rows:
@@ -100,7 +134,7 @@ def plan_rerenders(
         if row.re_rendered and rank.get(str(row.value.get("re_rendered")), 0) >= rank[policy]:
             continue
         thread_ts = row.id.split(":", 1)[0]
-        compact = render(row, policy, (tool_names or {}).get(row.id))
+        compact = render(row, policy, (tool_names or {}).get(row.id), window)
         tokens = count_value_tokens(compact)
         if tokens >= row.tokens:
             continue

@@ -27,7 +27,7 @@ from services.agent.emitter import EventEmitter
 from services.agent.graph import RoundDeps, build_graph
 from services.agent.mcp_client import McpToolbox, ToolCallError
 from services.agent.preamble import Trigger, pinned_window, render_preamble
-from services.agent.rerender import plan_rerenders
+from services.agent.rerender import Plan, plan_rerenders
 from services.agent.toolpath import ProjectionTimeout, ToolPath
 from services.runtime.logs import about
 
@@ -120,6 +120,14 @@ async def _wait_visible(conn: psycopg.Connection, message_id: str, timeout: floa
     return False
 
 
+def plan_round(ctx: LoadedContext, config: AgentConfig, now: datetime) -> tuple[int, Plan]:
+    """The round a wake starts, and the re-renderings (invariant 10) its context needs first."""
+    round_ = ctx.last_round() + 1
+    calls = {str(c["id"]): str(c["name"]) for r in ctx.rows for c in r.tool_calls()}
+    tool_names = {r.id: calls.get(r.tool_call_id or "", "tool") for r in ctx.rows if r.role == "tool"}
+    return round_, plan_rerenders(ctx.rows, round_, config.context_budget, now, tool_names)
+
+
 async def run_round(
     wake: Wake, config: AgentConfig, models: Models, toolbox: McpToolbox, emitter: EventEmitter
 ) -> RoundResult:
@@ -146,11 +154,8 @@ async def run_round(
         if already_answered(ctx, wake.trigger_message_id):
             log.info("wake already answered; skipped", extra=about(thread_ts, wake.trigger_message_id))
             return RoundResult(thread_ts, None, "skipped")
-        round_ = ctx.last_round() + 1
         now = datetime.now(UTC)
-        calls = {str(c["id"]): str(c["name"]) for r in ctx.rows for c in r.tool_calls()}
-        tool_names = {r.id: calls.get(r.tool_call_id or "", "tool") for r in ctx.rows if r.role == "tool"}
-        plan = plan_rerenders(ctx.rows, round_, config.context_budget, now, tool_names)
+        round_, plan = plan_round(ctx, config, now)
         if plan.events:
             await asyncio.to_thread(emitter.send, *plan.events)
             for event in plan.events:

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from schemas.tokens import count_value_tokens
+from schemas.tokens import count_tokens, count_value_tokens, render_for_model
 from services.agent import prompts
-from services.agent.context import ContextRow, IncidentState, LoadedContext, repair_dangling_tool_calls
+from services.agent.context import (
+    ContextRow,
+    IncidentState,
+    LoadedContext,
+    message_tokens,
+    repair_dangling_tool_calls,
+)
+from services.agent.graph import model_input_tokens, terse_grades
 from services.agent.local_model import MODEL_NAME, LocalDeterministicModel
 from services.agent.preamble import Trigger, render_preamble
 from services.agent.rerender import plan_rerenders
@@ -231,3 +239,187 @@ def test_rerender_is_stable_for_a_retry() -> None:
     a = plan_rerenders(rows, 4, budget=10, now=NOW)
     b = plan_rerenders(rows, 4, budget=10, now=NOW)
     assert [(e.message_id, e.compact) for e in a.events] == [(e.message_id, e.compact) for e in b.events]
+
+
+# --- terse outputs: the judge grades by index, the preamble resolves them -----------------------
+
+
+def _judge_messages(claims: list[dict[str, Any]], evidence: dict[str, Any]) -> list[BaseMessage]:
+    payload = {
+        "hypothesis_id": f"{T}:2:hypothesis:0",
+        "service": "checkout-api",
+        "summary": "s",
+        "claims": claims,
+        "evidence": evidence,
+        "raw_checks": [{"claim": k, "missing": []} for k in range(len(claims))],
+    }
+    return [SystemMessage(content=prompts.JUDGE), HumanMessage(content="JUDGE INPUT " + json.dumps(payload))]
+
+
+def test_local_judge_grades_by_index_with_a_reason_only_for_a_failure() -> None:
+    tools, human = f"{T}:1:tools:0", f"{T}:-:human:1773458412.000200"
+    evidence = {tools: {"kind": "query_loki", "digest": {}}, human: {"kind": "human", "digest": {}}}
+    fact = {"text": "198x 'FATAL ERROR'", "evidence_ids": [tools]}
+    cause = {"text": "cause: checkout-api ran out of memory", "evidence_ids": [tools, human]}
+    answer = LocalDeterministicModel().invoke(_judge_messages([fact, cause], evidence))
+    verdict = prompts.parse_json_answer(str(answer.content))
+    # the cause cites what changed (a human) but no trace: rejected, with that one reason
+    assert verdict["grounded"] is False
+    assert verdict["graded_claims"] == [
+        {"claim": 0, "grounded": True},
+        {"claim": 1, "grounded": False, "reason": "no trace cited"},
+    ]
+    assert len(verdict["questions"]) == 1 and "span" in verdict["questions"][0]
+    trace = f"{T}:2:tools:0"
+    evidence[trace] = {"kind": "query_tempo", "digest": {}}
+    grounded = {**cause, "evidence_ids": [trace, human]}
+    answer = LocalDeterministicModel().invoke(_judge_messages([fact, grounded], evidence))
+    verdict = prompts.parse_json_answer(str(answer.content))
+    assert verdict == {
+        "grounded": True,
+        "graded_claims": [{"claim": 0, "grounded": True}, {"claim": 1, "grounded": True}],
+        "questions": [],
+    }
+
+
+def test_terse_grades_map_a_claim_quoted_by_text_to_its_index() -> None:
+    claims = [{"text": "a", "evidence_ids": []}, {"text": "b", "evidence_ids": []}]
+    graded = [
+        {"claim": "b", "grounded": True, "reason": "fine", "evidence_ids": ["x"]},
+        {"claim": 0, "grounded": False, "reason": "no trace"},
+        "junk",
+    ]
+    assert terse_grades(graded, claims) == [
+        {"claim": 1, "grounded": True},
+        {"claim": 0, "grounded": False, "reason": "no trace"},
+    ]
+
+
+def _indexed_thread(hypothesis_value: dict[str, Any]) -> LoadedContext:
+    ctx = thread_after_round_1()
+    hyp = row(f"{T}:1:hypothesis:0", "ai", hypothesis_value)
+    judge = row(
+        f"{T}:1:judge:0",
+        "judge",
+        {
+            "grounded": False,
+            "questions": ["Which span?", "What changed?"],
+            "graded_claims": [
+                {"claim": 0, "grounded": True},
+                {"claim": 1, "grounded": False, "reason": "no trace cited"},
+            ],
+            "hypothesis_id": hyp.id,
+        },
+    )
+    rows = tuple(r for r in ctx.rows if r.role != "judge")
+    return LoadedContext(T, (*rows[:3], hyp, judge, *rows[3:]), ctx.state)
+
+
+def test_preamble_resolves_index_grades_from_the_hypothesis_in_full_or_re_rendered() -> None:
+    trigger = Trigger("mention", f"{T}:-:human:1773472870.000600", "U04CAROL")
+    full = {
+        "text": "s",
+        "claims": [
+            {"text": "OOMKilled 3 times", "evidence_ids": [f"{T}:1:tools:0"]},
+            {"text": "cause: a leak", "evidence_ids": [f"{T}:1:tools:0"]},
+        ],
+    }
+    text = render_preamble(_indexed_thread(full), 2, trigger, NOW)
+    assert f"Established so far (with evidence ids): OOMKilled 3 times [{T}:1:tools:0]\n" in text
+    assert "cause: a leak" not in text
+    cut = {"re_rendered": "headline", "headline": "s", "evidence_ids": [f"{T}:1:tools:0"]}
+    text = render_preamble(_indexed_thread(cut), 2, trigger, NOW)
+    assert f"Established so far (with evidence ids): claims 0 of {T}:1:hypothesis:0 [{T}:1:tools:0]\n" in text
+
+
+# --- re-rendering keeps the calls, and the pinned window is implied -------------------------------
+
+
+def test_rerendered_calls_elide_the_pinned_window_and_keep_everything_else() -> None:
+    window = {"start": "2026-03-14T02:44:30+00:00", "end": "2026-03-14T03:44:30+00:00"}
+    alert = row(
+        f"{T}:-:alert:0",
+        "alert",
+        {"alertname": "A", "window_start": "2026-03-14T02:44:30Z", "window_end": "2026-03-14T03:44:30Z"},
+    )
+    calls = ai_calls(
+        f"{T}:1:investigate:0",
+        ("c1", "query_loki", {"query": '{namespace="shop"}', "limit": 5000, **window}),
+        ("c2", "get_pod_events", {"namespace": "shop"}),
+    )
+    result = row(f"{T}:1:tools:0", "tool", {"summary": "x " * 300}, call="c1")
+    plan = plan_rerenders([alert, calls, result], 2, budget=1, now=NOW)
+    (ai,) = [e for e in plan.events if e.target_id == calls.id]
+    assert ai.policy == "headline" and ai.compact["evidence_id"] == calls.id
+    assert ai.compact["tool_calls"] == [
+        {"id": "c1", "name": "query_loki", "args": {"query": '{namespace="shop"}', "limit": 5000}},
+        {"id": "c2", "name": "get_pod_events", "args": {"namespace": "shop"}},
+    ]
+    assert "alert window" in ai.compact["headline"]
+    assert ai.tokens < calls.tokens
+
+
+def test_a_previous_hypothesis_headline_keeps_the_evidence_ids_it_rests_on() -> None:
+    hyp = row(
+        f"{T}:1:hypothesis:0",
+        "ai",
+        {
+            "text": "svc A: 2 claims",
+            "claims": [
+                {"text": "x " * 60, "evidence_ids": ["e1", "e2"]},
+                {"text": "y", "evidence_ids": ["e2"]},
+            ],
+        },
+    )
+    (event,) = plan_rerenders([hyp], 2, budget=1, now=NOW).events
+    assert event.compact == {
+        "re_rendered": "headline",
+        "evidence_id": hyp.id,
+        "headline": "svc A: 2 claims",
+        "evidence_ids": ["e1", "e2"],
+    }
+    (older,) = plan_rerenders([hyp], 3, budget=1, now=NOW).events
+    assert older.policy == "one_line" and "evidence_ids" not in older.compact
+
+
+# --- what a model call costs: the messages and the tool schemas -------------------------------
+
+
+def test_model_input_counts_the_tool_schemas_sent_beside_the_messages() -> None:
+    messages = _investigate_input()
+    bare = model_input_tokens(messages, [])
+    with_tools = model_input_tokens(messages, TOOLS)
+    assert bare == message_tokens(messages) > 0
+    assert with_tools == bare + count_tokens(render_for_model(TOOLS)) > bare
+
+
+def test_a_headline_shrinks_to_its_own_line_keeping_calls_and_without_repeating_itself() -> None:
+    fact = {
+        "n": 198,
+        "level": "error",
+        "line": "FATAL ERROR: JS heap out of memory",
+        "first": "2026-03-14T03:12:44.187Z",
+        "last": "2026-03-14T03:14:01.902Z",
+    }
+    noise = [{"n": 20 + i, "level": "info", "line": f"GET /healthz 200 in {i} ms " * 3} for i in range(10)]
+    loki = {"summary": "412 lines", "patterns": [*noise, fact]}
+    rows = [
+        ai_calls(f"{T}:1:investigate:0", ("c1", "query_loki", {"query": "q"})),
+        row(f"{T}:1:tools:0", "tool", loki, call="c1"),
+        row(
+            f"{T}:1:hypothesis:0",
+            "ai",
+            {"text": "svc: 1 claim " + "x " * 50, "claims": [{"text": "c " * 80, "evidence_ids": ["e"]}]},
+        ),
+    ]
+    names = {f"{T}:1:tools:0": "query_loki"}
+    first = {e.target_id: e for e in plan_rerenders(rows, 2, budget=1, now=NOW, tool_names=names).events}
+    assert first[f"{T}:1:tools:0"].compact["headline"].startswith("query_loki: 198x 'FATAL ERROR")
+    cut = [row(r.id, r.role, first[r.id].compact, call=r.tool_call_id) if r.id in first else r for r in rows]
+    # a round later, round 1's headlines become one line each, from their own text
+    second = {e.target_id: e for e in plan_rerenders(cut, 3, budget=1, now=NOW, tool_names=names).events}
+    tool = second[f"{T}:1:tools:0"].compact
+    assert tool["re_rendered"] == "one_line" and tool["line"].count("query_loki:") == 1
+    hyp = second[f"{T}:1:hypothesis:0"].compact
+    assert hyp["line"].startswith("svc: 1 claim") and "evidence_ids" not in hyp
+    assert all(second[k].tokens < first[k].tokens for k in second)

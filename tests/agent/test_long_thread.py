@@ -23,7 +23,7 @@ from .test_seed_thread import _pipeline, _rows
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow, pytest.mark.timeout(420)]
 
-BUDGET = 5000
+BUDGET = 4000
 T = "1773458070.000100"
 
 
@@ -93,10 +93,11 @@ def test_twelve_rounds_stay_under_budget(
     assert {r[2] for r in rows if r[2] is not None} == set(range(1, 13))
     # Every round started from a context under budget: the planner got there each time.
     rerenders = [rec for rec in logs if rec.get("msg") == "re-rendered"]
-    assert len(rerenders) >= 5 and all(rec["after"] <= BUDGET for rec in rerenders), rerenders
+    passes = [(rec["before"], rec["after"]) for rec in rerenders]
+    assert len(rerenders) >= 5 and all(after <= BUDGET for _, after in passes), passes
     starts = [rec for rec in logs if rec.get("msg") == "model call" and rec.get("node") == "investigate"]
     firsts = {rec["round"]: rec["input_tokens"] for rec in reversed(starts)}
-    assert max(firsts.values()) < BUDGET + 1500, firsts  # budgeted rows + preamble + prompt
+    assert max(firsts.values()) < BUDGET + 1500, firsts  # budgeted rows + preamble, prompt, tool schemas
     before_last = sum(r[6] for r in rows if r[2] != 12)
     assert before_last <= BUDGET + 2 * 80, before_last  # round 12's own re-render pass kept it there
     # Never touched: the alert, human turns, the judge's rejections.

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 
 from schemas.events import ToolResult
 from schemas.ids import canonical_args_hash
 from schemas.tokens import count_value_tokens
+from services.projector.show import fetch_rows
 
 from .seedplay import (
     Procs,
@@ -50,13 +53,29 @@ def _rows(dsn: str, schema: str) -> list[tuple[Any, ...]]:
         ).fetchall()
 
 
-def _start(procs: Procs, schema: str, topics: dict[str, str], tmp: Path, group: str, delay: str) -> None:
+def _start(
+    procs: Procs, schema: str, topics: dict[str, str], tmp: Path, group: str, delay: str, port: int = 0
+) -> None:
     procs.start(
         "agent",
         "agent", "--schema", schema, "--events-topic", topics["events"], "--wake-topic", topics["wake"],
         "--dlq-topic", topics["dlq"], "--group", group, "--model", "local", "--judge-model", "local",
-        "--step-delay", delay, "--log-level", "INFO",
+        "--step-delay", delay, "--log-level", "INFO", *(["--metrics-port", str(port)] if port else []),
     )  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _healthz(port: int) -> tuple[int, dict[str, Any]] | None:
+    try:
+        resp = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+    except httpx.HTTPError:
+        return None
+    return resp.status_code, resp.json()
 
 
 def _pipeline(procs: Procs, schema: str, topics: dict[str, str], tmp: Path) -> None:
@@ -74,9 +93,9 @@ def _pipeline(procs: Procs, schema: str, topics: dict[str, str], tmp: Path) -> N
     )  # fmt: skip
 
 
-def _model_inputs(procs: Procs, round_: int) -> list[int]:
+def _model_calls(procs: Procs, round_: int) -> list[dict[str, Any]]:
     return [
-        int(rec["input_tokens"])
+        rec
         for p in procs.started
         if p.name == "agent"
         for rec in p.logs()
@@ -101,7 +120,12 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
     group = f"agent-{pg_schema}"
     try:
         _pipeline(procs, pg_schema, topic_names, tmp_path)
-        _start(procs, pg_schema, topic_names, tmp_path, group, "0")
+        port = _free_port()
+        _start(procs, pg_schema, topic_names, tmp_path, group, "0", port)
+        # /healthz is the loop's heartbeat, not prometheus_client's catch-all.
+        health = wait_for(lambda: (h := _healthz(port)) and h[0] == 200 and h, 60, "agent /healthz", procs)
+        assert health[1]["ok"] is True and "loop" in health[1]["detail"]
+        assert httpx.get(f"http://127.0.0.1:{port}/nope", timeout=2).status_code == 404
 
         # Round 1: the alert.
         produce(kafka_bootstrap, topic_names["events"], alert_events())
@@ -126,6 +150,8 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
         _start(procs, pg_schema, topic_names, tmp_path, group, "0")
         wait_for(lambda: len(_rows(pg_dsn, pg_schema)) >= 20, 120, "round 2 (20 rows)", procs)
         rows = _rows(pg_dsn, pg_schema)
+        with psycopg.connect(pg_dsn, autocommit=True, options=f"-c search_path={pg_schema}") as conn:
+            shown = fetch_rows(conn, rows[0][0].split(":")[0])
     finally:
         procs.stop_all()
 
@@ -140,20 +166,24 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
     assert rows[14][4]["tool_calls"][0]["name"] == "query_tempo"
     assert all(r[4].get("model") in (None, "local-deterministic") for r in rows if isinstance(r[4], dict))
 
-    # Round 2's model input (preamble included) vs the raw the thread stands on.
-    inputs = _model_inputs(procs, 2)
+    # Round 2's whole model input per call (messages with the preamble, plus the tool schemas
+    # sent beside investigate) vs the raw the thread stands on.
+    calls = _model_calls(procs, 2)
+    inputs = [int(rec["input_tokens"]) for rec in calls]
     raw_total = sum(count_value_tokens(r[4]) for r in rows)
-    schemas = {
-        rec.get("tool_schema_tokens")
-        for p in procs.started
-        for rec in p.logs()
-        if rec.get("msg") == "model call"
-    }
     print(
-        f"round-2 model inputs {inputs} (+ tool schemas {schemas} on investigate calls); raw total {raw_total}"
+        f"round-2 model inputs {[(c['node'], c['message_tokens'], c['tool_schema_tokens']) for c in calls]}"
     )
-    assert inputs and max(inputs) < 2500
+    assert {c["node"] for c in calls} == {"investigate", "hypothesis", "judge"}
+    for c in calls:
+        assert c["input_tokens"] == c["message_tokens"] + c["tool_schema_tokens"]
+        assert (c["tool_schema_tokens"] > 0) == (c["node"] == "investigate")
+    assert max(inputs) < 2500
     assert raw_total > 40000
+    # The show table's totals: the raw over 40,000, the context (coalesce(compact, content)) under 2,500.
+    assert len(shown) == 20
+    assert sum(r.raw_tokens for r in shown) > 40000
+    assert sum(r.context_tokens for r in shown) < 2500, [(r.what, r.context_tokens) for r in shown]
 
     # No tool called twice: one ToolResult per (thread, tool, canonical args) on the events topic.
     results = [e for e in read_all(kafka_bootstrap, topic_names["events"]) if isinstance(e, ToolResult)]

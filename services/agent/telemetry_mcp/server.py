@@ -33,7 +33,7 @@ SERVER_NAME = "incident-memory-telemetry"
 TOOL_NAMES = ("query_loki", "query_prometheus", "query_tempo", "get_pod_events", "get_evidence")
 EXPECTED = (ToolArgError, TimeArgError, UpstreamError, EvidenceNotFound, EvidenceUnavailable)
 
-Time = Annotated[str, Field(description="RFC 3339 (2026-03-14T03:00:00Z), Unix seconds or Unix nanoseconds")]
+Time = Annotated[str, Field(description="RFC 3339 or Unix s/ns")]
 
 
 def result_of(raw: Raw, meta: dict[str, Any] | None = None) -> CallToolResult:
@@ -75,39 +75,37 @@ def build_server(config: TelemetryConfig, backend: Backend | None = None) -> MCP
 
     @app.tool()
     async def query_loki(
-        query: Annotated[str, Field(description='LogQL log query, e.g. {namespace="shop"} |= "error"')],
+        query: Annotated[str, Field(description="LogQL")],
         start: Time,
         end: Time,
-        limit: Annotated[int, Field(description="maximum number of log lines, newest first")] = 5000,
+        limit: Annotated[int, Field(description="max lines")] = 5000,
     ) -> CallToolResult:
-        """Loki query_range: log lines matching a LogQL query in [start, end], as Loki's raw JSON."""
+        """Loki log lines in [start, end]."""
         return await _guard(lambda: _raw(chosen.query_loki(query, start, end, limit)))
 
     @app.tool()
     async def query_prometheus(
-        query: Annotated[str, Field(description="PromQL expression")],
+        query: Annotated[str, Field(description="PromQL")],
         start: Time,
         end: Time,
-        step: Annotated[str, Field(description="resolution: a duration (15s, 1m) or seconds")],
+        step: Annotated[str, Field(description="e.g. 15s")],
     ) -> CallToolResult:
-        """Prometheus query_range: a matrix of series over [start, end] at `step`, as Prometheus's raw JSON."""
+        """Prometheus series in [start, end]."""
         return await _guard(lambda: _raw(chosen.query_prometheus(query, start, end, step)))
 
     @app.tool()
     async def query_tempo(
-        trace_id: Annotated[str, Field(description="trace id, up to 32 hex digits")],
+        trace_id: Annotated[str, Field(description="hex")],
     ) -> CallToolResult:
-        """Tempo trace by id: the whole trace in OTLP JSON."""
+        """Tempo trace by id."""
         return await _guard(lambda: _raw(chosen.query_tempo(trace_id)))
 
     @app.tool()
     async def get_pod_events(
-        namespace: Annotated[str, Field(description="Kubernetes namespace")],
-        pod: Annotated[
-            str | None, Field(description="only this pod's events; all of the namespace if omitted")
-        ] = None,
+        namespace: str,
+        pod: Annotated[str | None, Field(description="default: all pods")] = None,
     ) -> CallToolResult:
-        """Kubernetes events of a namespace (or of one pod in it), as the API's raw EventList."""
+        """Kubernetes events of a namespace."""
         return await _guard(lambda: _raw(chosen.get_pod_events(namespace, pod)))
 
     @app.tool()
