@@ -110,11 +110,11 @@ def build_classpath(p: KafkaPaths) -> bool:
     return True
 
 
-def write_config(p: KafkaPaths) -> None:
+def write_config(p: KafkaPaths, port: int | None = None, controller_port: int | None = None) -> None:
     template = string.Template((HERE / "server.properties").read_text())
     text = template.substitute(
-        port=settings.LOCAL_KAFKA_PORT,
-        controller_port=settings.LOCAL_KAFKA_CONTROLLER_PORT,
+        port=port or settings.LOCAL_KAFKA_PORT,
+        controller_port=controller_port or settings.LOCAL_KAFKA_CONTROLLER_PORT,
         log_dirs=p.data,
     )
     p.config.write_text(text)
@@ -162,25 +162,50 @@ def _port_in_use(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def start(p: KafkaPaths, timeout: float = 90.0) -> int:
-    """Start the broker in the background and wait until it answers metadata. Returns its pid."""
-    for port in (settings.LOCAL_KAFKA_PORT, settings.LOCAL_KAFKA_CONTROLLER_PORT):
-        if _port_in_use(port):
+def start(
+    p: KafkaPaths, timeout: float = 90.0, port: int | None = None, controller_port: int | None = None
+) -> int:
+    """Start the broker in the background and wait until it answers metadata. Returns its pid.
+
+    `port`/`controller_port` default to the local stack's; other values run another, independent
+    node (see `start_isolated`)."""
+    port = port or settings.LOCAL_KAFKA_PORT
+    controller_port = controller_port or settings.LOCAL_KAFKA_CONTROLLER_PORT
+    for port_ in (port, controller_port):
+        if _port_in_use(port_):
             raise UserFacingError(
-                f"127.0.0.1:{port} is in use by a process the local stack did not start; stop it, or set "
+                f"127.0.0.1:{port_} is in use by a process the local stack did not start; stop it, or set "
                 "KAFKA_BOOTSTRAP_SERVERS to use an existing broker"
             )
     p.logs.mkdir(parents=True, exist_ok=True)
     p.data.mkdir(parents=True, exist_ok=True)
-    write_config(p)
+    write_config(p, port, controller_port)
     format_storage(p)
     proc = procs.spawn(_java(p, MARKER, str(p.config), heap=HEAP), p.console_log, cwd=p.root)
     p.pid_file.write_text(f"{proc.pid}\n")
-    wait_ready(p, timeout, proc)
+    wait_ready(p, timeout, proc, address=f"127.0.0.1:{port}")
     return proc.pid
 
 
-def wait_ready(p: KafkaPaths, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+def start_isolated(root: Path, port: int, controller_port: int, timeout: float = 90.0) -> int:
+    """Start (or start again, on the same data) a broker of its own under `root`, on its own ports.
+
+    For tests that must hurt a broker (kill it, restart it) without touching the shared one: it
+    reuses the local stack's jars (a symlink, no Maven run) and the same server.properties template.
+    Stop it with `stop(KafkaPaths(root))`; its state is whatever `root` holds."""
+    p = KafkaPaths(root)
+    shared = paths().libs
+    if not shared.is_dir():
+        raise UserFacingError(f"no Kafka jars in {shared}: run `incident-memory up` first")
+    root.mkdir(parents=True, exist_ok=True)
+    if not p.libs.exists():
+        p.libs.symlink_to(shared, target_is_directory=True)
+    return start(p, timeout, port=port, controller_port=controller_port)
+
+
+def wait_ready(
+    p: KafkaPaths, timeout: float, proc: subprocess.Popen[bytes] | None = None, address: str | None = None
+) -> None:
     from services.runtime.checks import check_kafka
 
     deadline = time.monotonic() + timeout
@@ -194,7 +219,7 @@ def wait_ready(p: KafkaPaths, timeout: float, proc: subprocess.Popen[bytes] | No
                 + procs.tail(p.console_log, 10)
             )
         try:
-            check_kafka(bootstrap(), timeout=2.0)
+            check_kafka(address or bootstrap(), timeout=2.0)
             return
         except UserFacingError as exc:
             last = exc

@@ -1,7 +1,10 @@
 """The Kafka-native way in: Alertmanager JSON already flowing on a user's own topic.
 
 Each message becomes the same events as a POST /alertmanager (no bearer token: the topic's
-ACLs are the authentication). A message that does not map goes to the DLQ with its reason.
+ACLs are the authentication). A message that does not map goes to the DLQ with its reason, and
+so does one too big to become events (over the HTTP body limit, or an event over the producer's
+message limit): a compressed batch can carry a record far over 1 MiB, and retrying it would
+block its partition forever.
 Offsets are committed only after every event (or dead letter) of the batch was acked, so a
 crash or a broker outage replays the batch instead of losing it; the deterministic ids make
 the replay harmless.
@@ -20,6 +23,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from pydantic import ValidationError
 
 from services.ingest.alerts import Window, map_webhook
+from services.ingest.config import MAX_BODY_BYTES
 from services.ingest.emitter import Emitter
 from services.ingest.planned import Planned, parse_json_object
 from services.ingest.producer import Delivery, ProduceError
@@ -39,6 +43,7 @@ class AlertsTopicConfig:
     batch: int = 100
     ack_timeout_s: float = 30.0
     backoff_s: float = 1.0
+    max_bytes: int = MAX_BODY_BYTES  # the same limit as a POST /alertmanager body (413 there)
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
@@ -99,26 +104,41 @@ class AlertsTopicConsumer:
         """Hand one message's events (or its dead letter: planned None) to the producer."""
         value = message.value() or b""
         try:
+            if len(value) > self.config.max_bytes:
+                raise Rejected(413, "body_too_large", f"{len(value)} bytes > limit {self.config.max_bytes}")
             group = map_webhook(parse_json_object(value), self.window)
+            return group.planned, time.perf_counter(), self.emitter.submit(group.planned)
+        except ProduceError as exc:
+            if "MSG_SIZE_TOO_LARGE" not in str(exc):
+                raise  # transient (queue full, broker away): the batch is rewound and retried
+            # Permanent: AlertReceived (first planned, it carries the payload) was refused, nothing was queued.
+            return self._dead_letter(message, value, Rejected(413, "event_too_large", str(exc)[:300]))
         except (Rejected, ValidationError) as exc:
-            reason = str(exc) if isinstance(exc, Rejected) else f"invalid_event: {exc.errors()[:1]}"
-            letter = dead_letter(
-                reason,
-                stage="ingest.alerts_topic",
-                payload=value,
-                source_topic=message.topic() or self.config.topic,
-                partition=message.partition(),
-                offset=message.offset(),
-                key=message.key(),
-            )
-            self.emitter.metrics.dead_letters.labels(
-                exc.reason if isinstance(exc, Rejected) else "invalid_event"
-            ).inc()
-            log.info("dead letter", extra=about(None, None, reason=reason, offset=message.offset()))
-            key = (letter.key or "").encode()
-            dlq = self.emitter.config.dlq_topic
-            return None, 0.0, self.emitter.producer.produce([(dlq, key, letter.to_bytes())])
-        return group.planned, time.perf_counter(), self.emitter.submit(group.planned)
+            return self._dead_letter(message, value, exc)
+        except Exception as exc:  # a mapping bug must cost one message, not the consumer thread
+            log.exception("unexpected mapping failure", extra=about(None, None, offset=message.offset()))
+            return self._dead_letter(message, value, Rejected(400, "mapping_failed", repr(exc)[:300]))
+
+    def _dead_letter(
+        self, message: Message, value: bytes, exc: Rejected | ValidationError
+    ) -> tuple[None, float, list[Delivery]]:
+        reason = str(exc) if isinstance(exc, Rejected) else f"invalid_event: {exc.errors()[:1]}"
+        letter = dead_letter(
+            reason,
+            stage="ingest.alerts_topic",
+            payload=value,
+            source_topic=message.topic() or self.config.topic,
+            partition=message.partition(),
+            offset=message.offset(),
+            key=message.key(),
+        )
+        self.emitter.metrics.dead_letters.labels(
+            exc.reason if isinstance(exc, Rejected) else "invalid_event"
+        ).inc()
+        log.info("dead letter", extra=about(None, None, reason=reason, offset=message.offset()))
+        key = (letter.key or "").encode()
+        dlq = self.emitter.config.dlq_topic
+        return None, 0.0, self.emitter.producer.produce([(dlq, key, letter.to_bytes())])
 
     def _rewind(self, consumer: Consumer, batch: list[Message]) -> None:
         first: dict[tuple[str, int], int] = {}

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -181,8 +182,14 @@ def expected_ids(events: Sequence[EventBase]) -> set[str]:
     return {e.message_id for e in events if getattr(e, "type", "") != "round_committed"}
 
 
-def produce(bootstrap: str, topic: str, records: Sequence[tuple[bytes | None, bytes]], **kw: Any) -> None:
-    producer = Producer(producer_config(bootstrap, **{"linger.ms": 10}))
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Sequence[tuple[bytes | None, bytes]],
+    config: dict[str, Any] | None = None,
+    **kw: Any,
+) -> None:
+    producer = Producer(producer_config(bootstrap, **{"linger.ms": 10, **(config or {})}))
     for key, value in records:
         while True:
             try:
@@ -207,7 +214,7 @@ def read_all(bootstrap: str, topic: str, settle: float = 1.5) -> list[Any]:
         highs = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
         consumer.assign([TopicPartition(topic, p, 0) for p in parts])
         out: list[Any] = []
-        seen: dict[int, int] = {p: 0 for p in parts}
+        seen: dict[int, int] = {p: -1 for p in parts}  # last offset read, per partition
         deadline = time.monotonic() + 60
         while any(seen[p] < h - 1 for p, h in highs.items() if h > 0) and time.monotonic() < deadline:
             for m in consumer.consume(1000, timeout=settle):
@@ -221,6 +228,69 @@ def read_all(bootstrap: str, topic: str, settle: float = 1.5) -> list[Any]:
 
 def dead_letters(bootstrap: str, topic: str) -> list[dict[str, Any]]:
     return [json.loads(m.value()) for m in read_all(bootstrap, topic)]
+
+
+# ---- consumer lag ---------------------------------------------------------------------------
+
+
+class LagSampler(threading.Thread):
+    """Samples every `every` seconds, per consumer group: high watermark minus committed offset, summed
+    over the partitions of the group's topic (a group that committed nothing yet lags by everything).
+
+    Reads what the groups committed to Kafka (faust commits the compactor's; the projector commits to
+    Kafka after its Postgres transaction), through a metadata-only consumer that never joins a group.
+    """
+
+    def __init__(self, bootstrap: str, groups: dict[str, tuple[str, str]], every: float = 1.0) -> None:
+        super().__init__(name="lag-sampler", daemon=True)
+        self.bootstrap, self.groups, self.every = bootstrap, groups, every  # name -> (group id, topic)
+        self.samples: list[dict[str, float]] = []  # {"t": seconds since start, <name>: lag, ...}
+        self.errors = 0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        readers = {name: Consumer({"bootstrap.servers": self.bootstrap, "group.id": group,
+                                   "enable.auto.commit": False}) for name, (group, _) in self.groups.items()}  # fmt: skip
+        t0 = time.monotonic()
+        try:
+            while not self._halt.is_set():
+                started = time.monotonic()
+                sample: dict[str, float] = {"t": round(started - t0, 2)}
+                try:
+                    for name, (_group, topic) in self.groups.items():
+                        sample[name] = self._lag(readers[name], topic)
+                    self.samples.append(sample)
+                except Exception:  # a slow broker answer costs one sample, not the soak
+                    self.errors += 1
+                self._halt.wait(max(0.0, self.every - (time.monotonic() - started)))
+        finally:
+            for reader in readers.values():
+                reader.close()
+
+    @staticmethod
+    def _lag(reader: Consumer, topic: str) -> int:
+        parts = [
+            TopicPartition(topic, p) for p in reader.list_topics(topic, timeout=10).topics[topic].partitions
+        ]
+        committed = {tp.partition: tp.offset for tp in reader.committed(parts, timeout=10)}
+        lag = 0
+        for tp in parts:
+            high = reader.get_watermark_offsets(tp, timeout=10)[1]
+            lag += high - max(committed.get(tp.partition, 0), 0)
+        return lag
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(30)
+
+    def summary(self) -> dict[str, object]:
+        out: dict[str, object] = {"lag_samples": len(self.samples), "lag_sample_errors": self.errors}
+        for name in self.groups:
+            values = [s[name] for s in self.samples if name in s]
+            if values:
+                out[f"{name}_lag_max"] = int(max(values))
+                out[f"{name}_lag_mean"] = round(sum(values) / len(values))
+        return out
 
 
 # ---- invariants --------------------------------------------------------------------------------
@@ -254,6 +324,25 @@ def check_invariants(pipe: Pipeline, expected: set[str]) -> dict[str, int]:
     twice = [k for k, c in calls.items() if len(c) > 1]  # the same call re-run under a new id
     assert not twice, f"tools executed twice: {twice[:3]}"
     return {"rows": len(ids), "expected": len(expected)}
+
+
+def clean_compacts(events: Sequence[EventBase]) -> dict[str, str]:
+    """What a clean, fault-free compaction of the same raws gives (the same code, in process)."""
+    from services.compactor.stream import Compacted, process
+
+    out = {}
+    for e in events:
+        if isinstance(e, ToolResult):
+            r = process(e.to_bytes(), key=e.key(), topic="t", partition=0, offset=0, recorded=lambda _k: None)
+            assert isinstance(r, Compacted)
+            out[e.message_id] = canonical_json(r.event.compact)
+    return out
+
+
+def assert_compacts_identical(pipe: Pipeline, events: Sequence[EventBase]) -> None:
+    """Every projected compact equals, as canonical JSON, a clean compaction of its raw."""
+    live = {k: canonical_json(json.loads(v)) for k, v in compacts(pipe).items()}
+    assert live == clean_compacts(events)
 
 
 def compacts(pipe: Pipeline) -> dict[str, Any]:

@@ -8,13 +8,10 @@ import threading
 
 import pytest
 
-from schemas.events import ToolResult, canonical_json
-from services.compactor.stream import Compacted, process
-
 from .harness import (
     Pipeline,
+    assert_compacts_identical,
     check_invariants,
-    compacts,
     expected_ids,
     produce_events,
     raw_threads,
@@ -22,24 +19,6 @@ from .harness import (
 )
 
 pytestmark = [pytest.mark.stack, pytest.mark.reliability]
-
-
-def clean_compacts(events: list) -> dict[str, str]:  # type: ignore[type-arg]
-    """What a clean, fault-free compaction of the same raws gives (the same code, in process)."""
-    out = {}
-    for e in events:
-        if isinstance(e, ToolResult):
-            r = process(e.to_bytes(), key=e.key(), topic="t", partition=0, offset=0, recorded=lambda _k: None)
-            assert isinstance(r, Compacted)
-            out[e.message_id] = canonical_json(r.event.compact)
-    return out
-
-
-def assert_compacts_identical(pipe: Pipeline, events: list) -> None:  # type: ignore[type-arg]
-    import json
-
-    live = {k: canonical_json(json.loads(v)) for k, v in compacts(pipe).items()}
-    assert live == clean_compacts(events)
 
 
 @pytest.mark.fast

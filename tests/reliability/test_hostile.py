@@ -126,3 +126,24 @@ def test_prompt_injection_in_a_log_line_does_not_change_what_the_selector_keeps(
         hostile = [p for p in _kept([*lines, injected], budget) if injected not in p]
         assert len(plain) == len(words), "the selection must keep every pattern at this budget"
         assert [json.loads(p)["line"] for p in hostile] == [json.loads(p)["line"] for p in plain], budget
+
+
+@pytest.mark.fast
+def test_a_record_over_1_mib_reaches_the_compactor_and_flows_whole(pipeline: Pipeline) -> None:
+    """A producer with a larger `message.max.bytes` and lz4 gets a 2 MiB record past the broker's 1 MiB
+    batch limit of incident.events, so consumers do see records over 1 MiB. The compacted topic takes
+    up to its own (larger) limit, so this one is projected whole, and the event behind it too."""
+    ts = "1714000004.000100"
+    big = _human(ts, 8, "y" * (2 * 1024 * 1024))
+    pipeline.compactor()
+    pipeline.projector()
+    produce(pipeline.bootstrap, pipeline.topics["events"], [(big.key(), big.to_bytes())],
+            config={"message.max.bytes": 8 * 1024 * 1024})  # fmt: skip
+    produce_events(pipeline.bootstrap, pipeline.topics["events"], [_human(ts, 9)])
+    pipeline.wait_rows({big.message_id, f"{ts}:-:human:9"}, 120)
+    with pipeline.connect() as conn:
+        (text,) = conn.execute(
+            "SELECT content->>'text' FROM agent_messages WHERE id = %s", (big.message_id,)
+        ).fetchone()  # type: ignore[misc]
+    assert text == big.text
+    assert not dead_letters(pipeline.bootstrap, pipeline.topics["dlq"])

@@ -6,12 +6,14 @@ Size knobs (env): SOAK_THREADS (100), SOAK_EVENTS (50000), SOAK_DEADLINE seconds
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import threading
 import time
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -20,7 +22,7 @@ from psycopg import sql
 from benchmarks.bench_projector import T0, interleave, synthetic_human, synthetic_round
 from schemas.events import CompactedToolResult, EventBase, ToolResult
 
-from .harness import CLI, Pipeline, check_invariants, expected_ids, produce_events, raw_thread
+from .harness import CLI, LagSampler, Pipeline, check_invariants, expected_ids, produce_events, raw_thread
 
 pytestmark = [pytest.mark.stack, pytest.mark.reliability]
 
@@ -36,13 +38,19 @@ def _raw(events: list[EventBase]) -> list[EventBase]:
     return out
 
 
-def soak_thread(ts: str, rounds: int) -> list[EventBase]:
-    """alert, then `rounds` x (a mention, a 3-tool round): 1 + 10 * rounds events."""
+def soak_thread(ts: str, rounds: int, chatter: int = 0) -> list[EventBase]:
+    """alert, then `rounds` x (a mention, a 3-tool round), and `chatter` silent human messages (round
+    NULL) after the first rounds: 1 + 10 * rounds + chatter events."""
     events = raw_thread(ts)[:1]
     for r in range(1, rounds + 1):
         at = T0 + timedelta(minutes=5 * r)
         events.append(synthetic_human(ts, at, r, mention=True))
         events += _raw(synthetic_round(ts, r, at + timedelta(seconds=30)))
+        if r <= chatter:
+            events.append(synthetic_human(ts, at + timedelta(minutes=2), 500 + r))
+    events += [
+        synthetic_human(ts, T0 + timedelta(hours=24, minutes=k), 900 + k) for k in range(chatter - rounds)
+    ]
     return events
 
 
@@ -62,11 +70,17 @@ def test_soak_scale_out_then_replay_equals_live(pipeline: Pipeline, record: dict
     n_threads = int(os.environ.get("SOAK_THREADS", "100"))
     n_events = int(os.environ.get("SOAK_EVENTS", "50000"))
     deadline = float(os.environ.get("SOAK_DEADLINE", "480"))
-    rounds = max(1, (n_events // n_threads - 1) // 10)
-    events = interleave([soak_thread(f"1715{k:06d}.000100", rounds) for k in range(n_threads)])
+    per_thread_events = n_events // n_threads
+    rounds = max(1, (per_thread_events - 1) // 10)
+    chatter = max(0, per_thread_events - 1 - 10 * rounds)  # tops each thread up to exactly its share
+    events = interleave([soak_thread(f"1715{k:06d}.000100", rounds, chatter) for k in range(n_threads)])
+    assert len(events) == n_threads * per_thread_events
     expected = expected_ids(events)
     pipeline.compactor("c0")
     pipeline.projector(batch_size=2000)
+    lag = LagSampler(pipeline.bootstrap, {"compactor": (f"a-{pipeline.schema}", pipeline.topics["events"]),
+                                          "projector": (pipeline.group, pipeline.topics["compacted"])})  # fmt: skip
+    lag.start()
     start = time.monotonic()
     producing = threading.Thread(
         target=produce_events, args=(pipeline.bootstrap, pipeline.topics["events"], events)
@@ -74,11 +88,13 @@ def test_soak_scale_out_then_replay_equals_live(pipeline: Pipeline, record: dict
     producing.start()
     lag_at_end: int | None = None
     second: Pipeline | object | None = None
+    produced_in: float | None = None
     while True:
         elapsed = time.monotonic() - start
         rows = len(pipeline.ids())
         if not producing.is_alive():
             lag_at_end = lag_at_end if lag_at_end is not None else len(expected) - rows
+            produced_in = produced_in if produced_in is not None else round(elapsed, 1)
         if second is None and rows > len(expected) // 4:
             second = pipeline.compactor("c1")  # scale 1 -> 2 workers mid-soak, mentions still arriving
         if expected <= set(pipeline.ids()):
@@ -87,6 +103,7 @@ def test_soak_scale_out_then_replay_equals_live(pipeline: Pipeline, record: dict
         time.sleep(0.5)
     took = time.monotonic() - start
     producing.join(60)
+    lag.stop()
     assert second is not None, "the second worker must join while events still flow"
     counts = check_invariants(pipeline, expected)
     with pipeline.connect() as conn:
@@ -98,7 +115,10 @@ def test_soak_scale_out_then_replay_equals_live(pipeline: Pipeline, record: dict
         want[i.split(":")[0]] = want.get(i.split(":")[0], 0) + 1
     assert per_thread == want  # events in == rows out, per thread
     record.update(counts, events=len(events), threads=n_threads, seconds=round(took, 1),
-                  events_per_s=round(len(events) / took), rows_behind_when_producer_done=lag_at_end)  # fmt: skip
+                  events_per_s=round(len(events) / took), rows_behind_when_producer_done=lag_at_end,
+                  produced_in_s=produced_in, **lag.summary())  # fmt: skip
+    assert len(lag.samples) >= took / 3, "lag must be sampled throughout the soak"
+    (Path(__file__).parent / "soak_lag.json").write_text(json.dumps(lag.samples))  # the series, for plotting
 
     # Replay equivalence: re-derive everything into a fresh schema and compare with the live one.
     into = f"r_{uuid.uuid4().hex[:12]}"
