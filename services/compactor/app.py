@@ -136,6 +136,7 @@ def _partitions_once_visible(admin: Any, topic: str, timeout: float = 30.0) -> i
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from services.compactor.plugins import load_plugins
     from services.compactor.stream_metrics import StreamMetrics
     from services.compactor.stream_selector import CountingSelector, load_selector
     from services.compactor.worker import JsonWorker, build_app
@@ -144,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
     # config
     configure_logging("compactor", args.log_level)
     config = config_from_args(args)
+    plugins = load_plugins()
     config = replace(
         config,
         partitions=check_topics(config),
@@ -174,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
             dlq_topic=config.dlq_topic,
             partitions=config.partitions,
             selector=selector.model,
+            plugins=plugins,
             guarantee=config.processing_guarantee,
             metrics_port=config.metrics_port,
         ),

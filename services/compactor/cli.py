@@ -11,6 +11,7 @@ import json
 import sys
 
 from schemas.events import canonical_json
+from services.compactor.plugins import load_plugins
 from services.compactor.registry import BudgetExceeded, RawFormatError, compact_tool_result
 from services.runtime.errors import BadInput, UserFacingError
 
@@ -28,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.budget is not None and args.budget < 1:
         raise BadInput(f"--budget must be a positive integer, got {args.budget}")
+    load_plugins()
     text = sys.stdin.read()
     try:
         raw = json.loads(text)

@@ -75,6 +75,29 @@ def _env_json(name: str) -> dict[str, Any]:
     return value
 
 
+# Compactors loaded from outside this package (COMPACTOR_PLUGINS) -> their own version.
+PLUGIN_VERSIONS: dict[str, str] = {}
+
+
+def register_compactor(name: str, draft: DraftFn, *, budget: int, version: str) -> None:
+    """Add a compactor for a new format. Built-in names cannot be replaced: their output is versioned here."""
+    if name in COMPACTORS and name not in PLUGIN_VERSIONS:
+        raise ValueError(f"compactor {name!r} is built in and cannot be replaced")
+    if budget < 1:
+        raise ValueError(f"compactor {name!r}: budget must be >= 1, got {budget}")
+    COMPACTORS[name] = draft
+    DEFAULT_BUDGETS[name] = budget
+    PLUGIN_VERSIONS[name] = version
+
+
+def version_for(tool: str) -> str:
+    """The compactor version recorded with a tool's compacts; a plugin's own version is part of it,
+    so that changing a plugin changes the replay key of what it compacted (invariant 8)."""
+    name = compactor_for(tool)
+    plugin = PLUGIN_VERSIONS.get(name)
+    return COMPACTOR_VERSION if plugin is None else f"{COMPACTOR_VERSION}+{name}.{plugin}"
+
+
 def register_tool(tool: str, compactor: str) -> None:
     """Map another tool name onto an existing compactor."""
     if compactor not in COMPACTORS:
@@ -178,7 +201,7 @@ def compact_tool_result(
             raw_sha256=sha,
             selection=sel,
             budget=limit,
-            compactor_version=COMPACTOR_VERSION,
+            compactor_version=version_for(tool),
             ignored_ids=ignored,
         )
 
@@ -237,6 +260,7 @@ __all__ = [
     "COMPACTORS",
     "COMPACTOR_VERSION",
     "DEFAULT_BUDGETS",
+    "PLUGIN_VERSIONS",
     "TOOL_COMPACTORS",
     "BudgetExceeded",
     "CompactOutcome",
@@ -246,5 +270,7 @@ __all__ = [
     "compact_tool_result",
     "compactor_for",
     "raw_sha256",
+    "register_compactor",
     "register_tool",
+    "version_for",
 ]

@@ -28,6 +28,7 @@ from services.compactor.registry import (
     CompactOutcome,
     RawFormatError,
     compact_tool_result,
+    version_for,
 )
 from services.compactor.selector import Selector
 from services.runtime.kafka import dead_letter
@@ -85,7 +86,7 @@ def compact_event(
     turns those into dead letters.
     """
     canonical_raw = canonical_json(event.raw)  # serialised once: hash, tokens and output bytes
-    key = selection_key(hashlib.sha256(canonical_raw.encode()).hexdigest())
+    key = selection_key(hashlib.sha256(canonical_raw.encode()).hexdigest(), version_for(event.tool))
     previous = recorded(key)
     outcome = compact_tool_result(
         event.tool,
@@ -116,7 +117,9 @@ def compact_event(
     )
     record = outcome.selection if previous is None and outcome.selection is not None else None
     value = compacted_bytes(compacted, canonical_raw)
-    return Compacted(value, compacted, outcome, selection_key(outcome.raw_sha256), record)
+    return Compacted(
+        value, compacted, outcome, selection_key(outcome.raw_sha256, outcome.compactor_version), record
+    )
 
 
 def compacted_bytes(event: CompactedToolResult, canonical_raw: str) -> bytes:

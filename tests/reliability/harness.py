@@ -116,12 +116,12 @@ class Pipeline:
         self.procs.append(proc)
         return proc.start()
 
-    def compactor(self, name: str = "c0") -> Proc:
+    def compactor(self, name: str = "c0", env: dict[str, str] | None = None) -> Proc:
         argv = [CLI, "compactor", "--broker", self.bootstrap, "--app-id", f"a-{self.schema}",
                 "--events-topic", self.topics["events"], "--compacted-topic", self.topics["compacted"],
                 "--dlq-topic", self.topics["dlq"], "--selections-topic", f"sel-{self.schema}",
                 "--workers-dir", str(self.tmp / "faust"), "--worker-name", name]  # fmt: skip
-        return self._proc(name, argv)
+        return self._proc(name, argv, {**self.env, **(env or {})})
 
     def projector(self, name: str = "p0", batch_size: int = 200) -> Proc:
         argv = [CLI, "projector", "--schema", self.schema, "--topic", self.topics["compacted"],

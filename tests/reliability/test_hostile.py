@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks.bench_projector import synthetic_thread
-from schemas.events import HumanMessage, ToolResult
+from schemas.events import CompactedToolResult, HumanMessage, ToolResult, parse_event
 from services.compactor.stream import Compacted, process
 
-from .harness import Pipeline, dead_letters, produce, produce_events, raw_thread, wait_until
+from .harness import Pipeline, dead_letters, produce, produce_events, raw_thread, read_all, wait_until
 
 pytestmark = [pytest.mark.stack, pytest.mark.reliability]
 NOW = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
@@ -147,3 +148,48 @@ def test_a_record_over_1_mib_reaches_the_compactor_and_flows_whole(pipeline: Pip
         ).fetchone()  # type: ignore[misc]
     assert text == big.text
     assert not dead_letters(pipeline.bootstrap, pipeline.topics["dlq"])
+
+
+PLUGINS = "tests.reliability.plugin_compactors"
+
+
+@pytest.mark.fast
+def test_a_compactor_that_raises_or_overshoots_its_budget_costs_one_dead_letter_each(
+    pipeline: Pipeline,
+) -> None:
+    """Broken compactors, loaded into a real worker process as a deployment would load its own
+    (COMPACTOR_PLUGINS): each bad tool result is dead-lettered with its reason, and the tool result
+    and the human turn behind them on the same partition still flow."""
+    ts = "1714000005.000100"
+    env = {
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "COMPACTOR_PLUGINS": json.dumps(
+            {"broken": f"{PLUGINS}:raising", "greedy": f"{PLUGINS}:overshooting", "shout": f"{PLUGINS}:upper"}
+        ),
+        "COMPACTOR_TOOL_MAP": json.dumps(
+            {"boom_tool": "broken", "huge_tool": "greedy", "loud_tool": "shout"}
+        ),
+    }
+
+    def tool(n: int, name: str, lines: list[str]) -> ToolResult:
+        return ToolResult(
+            thread_ts=ts, message_id=f"{ts}:1:investigate:{n}", event_time=NOW, round=1,
+            tool_call_id=f"call_{n}", tool=name, args={"n": n}, raw={"lines": lines},
+        )  # fmt: skip
+
+    bad = [tool(1, "boom_tool", ["a"]), tool(2, "huge_tool", [f"line {i} of a long log" for i in range(200)])]
+    good = tool(3, "loud_tool", ["disk full", "oom"])
+    pipeline.compactor(env=env)
+    pipeline.projector()
+    produce_events(pipeline.bootstrap, pipeline.topics["events"], [*bad, good, _human(ts, 4)])
+    letters = _assert_dead_and_flowing(pipeline, len(bad), {f"{ts}:-:human:4"})
+    by_id = {json.loads(d["payload"])["message_id"]: d["reason"] for d in letters}
+    assert by_id[bad[0].message_id].startswith("compactor error: RuntimeError: plugin bug"), by_id
+    assert by_id[bad[1].message_id].startswith("budget exceeded: huge_tool: digest is "), by_id
+    assert "over its budget of 120" in by_id[bad[1].message_id]
+    compacted = [parse_event(m.value()) for m in read_all(pipeline.bootstrap, pipeline.topics["compacted"])]
+    tools = [e for e in compacted if isinstance(e, CompactedToolResult)]
+    assert [e.message_id for e in tools] == [good.message_id]  # the broken ones are nowhere downstream
+    assert tools[0].compact["lines"] == [{"line": "DISK FULL"}, {"line": "OOM"}]
+    assert tools[0].compactor_version.endswith("+shout.test.1")
+    assert tools[0].tokens <= tools[0].budget == 120
