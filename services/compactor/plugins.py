@@ -16,10 +16,8 @@ start-up with one line, before it consumes anything.
 from __future__ import annotations
 
 import importlib
-import json
-import os
 
-from services.compactor.registry import DEFAULT_BUDGETS, PASSTHROUGH, register_compactor
+from services.compactor.registry import DEFAULT_BUDGETS, PASSTHROUGH, json_object_setting, register_compactor
 from services.runtime.errors import UserFacingError
 
 ENV = "COMPACTOR_PLUGINS"
@@ -27,19 +25,11 @@ ENV = "COMPACTOR_PLUGINS"
 
 def load_plugins(text: str | None = None) -> dict[str, str]:
     """Register the compactors named in `text` (default: $COMPACTOR_PLUGINS); name -> version."""
-    spec = (os.environ.get(ENV, "") if text is None else text).strip()
-    if not spec:
-        return {}
     try:
-        entries = json.loads(spec)
-    except json.JSONDecodeError as exc:
-        raise UserFacingError(f"{ENV} is not JSON: {exc}") from None
-    if not isinstance(entries, dict):
-        raise UserFacingError(f'{ENV} must be a JSON object {{"name": "package.module:function"}}')
-    loaded: dict[str, str] = {}
-    for name, target in entries.items():
-        loaded[name] = _load_one(str(name), target)
-    return loaded
+        entries = json_object_setting(ENV, text)
+    except ValueError as exc:
+        raise UserFacingError(f'{exc} {{"name": "package.module:function"}}') from None
+    return {str(name): _load_one(str(name), target) for name, target in entries.items()}
 
 
 def _load_one(name: str, target: object) -> str:

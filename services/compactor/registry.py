@@ -62,8 +62,9 @@ TOOL_COMPACTORS: dict[str, str] = {
 }
 
 
-def _env_json(name: str) -> dict[str, Any]:
-    text = os.environ.get(name, "").strip()
+def json_object_setting(name: str, text: str | None = None) -> dict[str, Any]:
+    """A setting holding a JSON object (`text`, else the environment variable `name`); {} when unset."""
+    text = (os.environ.get(name, "") if text is None else text).strip()
     if not text:
         return {}
     try:
@@ -107,13 +108,13 @@ def register_tool(tool: str, compactor: str) -> None:
 
 def compactor_for(tool: str) -> str:
     """The compactor for a tool name: the env mapping, then the built-in one, else passthrough."""
-    name = _env_json("COMPACTOR_TOOL_MAP").get(tool) or TOOL_COMPACTORS.get(tool, PASSTHROUGH)
+    name = json_object_setting("COMPACTOR_TOOL_MAP").get(tool) or TOOL_COMPACTORS.get(tool, PASSTHROUGH)
     return name if name in COMPACTORS else PASSTHROUGH
 
 
 def budget_for(tool: str) -> int:
     """The budget of a tool: env override by tool or by compactor name, else the default."""
-    overrides = _env_json("COMPACTOR_BUDGETS")
+    overrides = json_object_setting("COMPACTOR_BUDGETS")
     name = compactor_for(tool)
     value = overrides.get(tool, overrides.get(name, DEFAULT_BUDGETS.get(tool, DEFAULT_BUDGETS[name])))
     return int(value)

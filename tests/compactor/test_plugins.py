@@ -60,8 +60,8 @@ def test_the_call_path_holds_a_plugin_to_its_budget(monkeypatch: pytest.MonkeyPa
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("{nope", "COMPACTOR_PLUGINS is not JSON"),
-        ('["a"]', "must be a JSON object"),
+        ("{nope", "COMPACTOR_PLUGINS is not a JSON object: Expecting"),
+        ('["a"]', "COMPACTOR_PLUGINS is not a JSON object"),
         ('{"x": "no_colon"}', "expected 'package.module:function'"),
         ('{"x": 3}', "expected 'package.module:function'"),
         ('{"x": "no_such_module_xyz:draft"}', "cannot import 'no_such_module_xyz'"),
