@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from confluent_kafka import (
@@ -28,7 +29,15 @@ from schemas import topics
 from schemas.migrate import apply_migrations
 from services.projector import store
 from services.projector.metrics import Metrics
-from services.projector.writer import BatchWriter, GcPacer, Incoming, OffsetConflict, Stopped
+from services.projector.writer import (
+    BatchWriter,
+    GcPacer,
+    Incoming,
+    OffsetConflict,
+    Prepared,
+    Stopped,
+    prepare,
+)
 from services.runtime.kafka import consumer_config, producer_config
 from services.runtime.logs import about
 
@@ -120,9 +129,11 @@ class Projector:
         self.consumer: Consumer | None = None
         self._stop: threading.Event = threading.Event()
         self._last_lag = 0.0
+        self._generation = 0  # bumped by every assignment change: a batch polled before it is stale
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         assert self.writer is not None
+        self._generation += 1
         stored = self.writer.load_offsets(self._stop)
         for tp in partitions:
             tp.offset = stored.get(tp.partition, OFFSET_BEGINNING)
@@ -136,6 +147,7 @@ class Projector:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         assert self.writer is not None
+        self._generation += 1
         self.writer.revoke([tp.partition for tp in partitions])
         consumer.unassign()
         log.info("revoked %s", [tp.partition for tp in partitions])
@@ -166,7 +178,13 @@ class Projector:
         self.metrics.set_lag(lags)
 
     def run(self, stop: threading.Event | None = None, on_commit: Callable[[], None] | None = None) -> None:
-        """Project until `stop` is set (SIGTERM in the service). A stop never leaves a half batch."""
+        """Project until `stop` is set (SIGTERM in the service). A stop never leaves a half batch.
+
+        Two batches are in hand at once: the next one is decoded in a helper thread while this
+        one commits (psycopg waits for Postgres without the GIL), as replay does. A batch is only
+        ever written if no rebalance happened since it was polled; otherwise both are dropped
+        and every partition is read again from the offsets in Postgres.
+        """
         self._stop = stop or threading.Event()
         cfg = self.config
         if cfg.migrate:
@@ -181,23 +199,34 @@ class Projector:
         )
         self.consumer.subscribe([cfg.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         log.info("projecting %s into schema %s", cfg.topic, cfg.schema, extra=about(None, group=cfg.group))
+        decoder = ThreadPoolExecutor(1, thread_name_prefix="projector-decode")
+        in_flight: InFlight | None = None
         pacer = GcPacer()
         try:
             with pacer.paced():
                 while not self._stop.is_set():
-                    messages = usable(take_batch(self.consumer, cfg.batch_size, cfg.poll_timeout))
+                    # Block for new records only when nothing waits to be written.
+                    timeout = 0.0 if in_flight is not None else cfg.poll_timeout
+                    messages = usable(take_batch(self.consumer, cfg.batch_size, timeout))
                     self.metrics.heartbeat.beat()
+                    if in_flight is not None and in_flight.generation != self._generation:
+                        log.info("rebalanced while a batch was in hand: dropped, re-reading from Postgres")
+                        in_flight = None
+                        self._reseek()
+                        continue
                     received = time.time()
                     batch = [
                         Incoming.from_message(m, received)
                         for m in messages
                         if m.partition() in self.writer.expected
                     ]
-                    if batch:
+                    upcoming = InFlight(decoder.submit(prepare, batch), self._generation) if batch else None
+                    if in_flight is not None:
                         try:
-                            outcome = self.writer.write(batch, self._stop)
+                            outcome = self.writer.write_prepared(in_flight.prepared.result(), self._stop)
                         except OffsetConflict as exc:
                             log.warning("offset conflict, re-seeking from Postgres: %s", exc)
+                            in_flight = None
                             self._reseek()
                             continue
                         except Stopped:
@@ -210,13 +239,23 @@ class Projector:
                         )
                         if on_commit is not None:
                             on_commit()
-                        pacer.tick(len(batch))
+                        pacer.tick(outcome.events + outcome.dead_letters)
+                    in_flight = upcoming
                     self._update_lag()
         finally:
+            decoder.shutdown(wait=True, cancel_futures=True)
             self.consumer.close()
             self.writer.producer.flush(10)
             self.writer.close()
             log.info("projector stopped")
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A batch being decoded, and the assignment generation it was polled under."""
+
+    prepared: Future[Prepared]
+    generation: int
 
 
 def store_offsets(dsn: str, schema: str, group: str, topic: str) -> dict[int, int]:

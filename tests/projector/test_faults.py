@@ -110,6 +110,41 @@ def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
     assert second.wait(20) == 0  # SIGTERM: a clean exit, after the batch in hand
 
 
+def test_a_second_projector_joining_mid_stream_takes_partitions_without_loss_or_duplicate(
+    start_projector: Callable[..., subprocess.Popen[bytes]],
+    stack: Settings,
+    pg_conn: psycopg.Connection,
+    pg_schema: str,
+    topic_names: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    """A rebalance lands while the first projector holds a decoded batch it has not written: that
+    batch must be dropped and re-read from the offsets in Postgres, never written for partitions
+    it lost nor written twice; then a kill -9 of the first makes the second take everything."""
+    topic, group = topic_names["compacted"], f"g-{pg_schema}"
+    events = interleave([synthetic_thread(f"1711{k:06d}.000100") for k in range(1500)])
+    produce_events(stack.kafka_bootstrap_servers, topic, events)
+    high = high_watermarks(stack.kafka_bootstrap_servers, topic)
+    first = start_projector(batch_size=100)
+    wait_until(
+        lambda: sum(stored_offsets(pg_conn, group, topic).values()) > 0, 30, "first commits", every=0.01
+    )
+    second = start_projector(batch_size=100)
+    wait_until(
+        lambda: "assigned {" in (tmp_path / "projector-1.log").read_text()
+        and "assigned {}" not in (tmp_path / "projector-1.log").read_text(),
+        60,
+        "the second projector to get partitions",
+    )
+    assert sum(stored_offsets(pg_conn, group, topic).values()) < sum(high.values()), "joined too late"
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    wait_until(lambda: caught_up(pg_conn, group, topic, high), 90, "the second projector to catch up")
+    assert_projection(pg_conn, expected_rows(events))
+    assert table(pg_conn, "round_staging") == []
+    assert second.poll() is None
+
+
 def test_duplicates_and_a_round_that_never_commits(
     start_projector: Callable[..., subprocess.Popen[bytes]],
     stack: Settings,
