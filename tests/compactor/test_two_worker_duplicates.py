@@ -1,0 +1,193 @@
+"""A second worker joining a busy group loses nothing, and what it repeats is byte for byte the same.
+
+faust 0.15.3 forgets a revoked partition's acked offsets before its revocation handler commits,
+so everything the first worker processed since its last periodic commit (every 2.8 s) is
+processed again by the partition's next owner: at-least-once, as documented in
+services/compactor/README.md. The projector keeps one copy by id. This test pins both halves of
+that contract with records produced at a steady rate before, during and after the rebalance:
+no input is missing from the output, and every repeat is identical to its first copy.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from schemas.events import HumanMessage, parse_event
+from schemas.topics import TopicSpec, ensure_topics
+from services.runtime.kafka import producer_config
+
+pytestmark = pytest.mark.stack
+
+CLI = Path(sys.executable).with_name("incident-memory")
+NOW = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)
+PARTITIONS = 8
+
+
+@pytest.fixture
+def selections(kafka_bootstrap: str) -> Iterator[str]:
+    name = f"sel.{uuid.uuid4().hex[:12]}"
+    ensure_topics(kafka_bootstrap, (TopicSpec(name, PARTITIONS),))
+    yield name
+    for future in AdminClient({"bootstrap.servers": kafka_bootstrap}).delete_topics([name]).values():
+        with contextlib.suppress(Exception):
+            future.result(timeout=15)
+
+
+def wait_for(
+    condition: Callable[[], Any], timeout: float, what: str, procs: list[subprocess.Popen[bytes]]
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            pytest.fail(f"a worker exited while waiting for {what}")
+        with contextlib.suppress(Exception):
+            if value := condition():
+                return value
+        time.sleep(0.2)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}")
+
+
+def event(i: int) -> tuple[bytes, bytes]:
+    thread = f"17734586{i % 32:02d}.000100"
+    return thread.encode(), HumanMessage(
+        thread_ts=thread,
+        message_id=f"{thread}:-:human:{i}",
+        event_time=NOW,
+        user="U1",
+        ts=str(i),
+        text=f"m{i}",
+    ).to_bytes()
+
+
+def row(msg: Any) -> tuple[int, int, str, bytes]:
+    assert msg.error() is None, msg.error()
+    value = bytes(msg.value() or b"")
+    return int(msg.partition()), int(msg.offset()), parse_event(value).message_id, value
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="KNOWN BUG, open: in about 1 run in 15 a worker that keeps a partition through the rebalance "
+    "skips the 1-4 records it had fetched but not processed at revocation (faust 0.15.3 clears them "
+    "from its stream queue and the re-seek does not read them again); see services/compactor/README.md",
+)
+def test_a_rebalance_in_a_busy_group_loses_nothing_and_repeats_only_identical_copies(
+    kafka_bootstrap: str, topic_names: dict[str, str], selections: str, tmp_path: Path
+) -> None:
+    app_id = f"dup-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(name: str) -> None:
+        cmd = [
+            str(CLI), "compactor", "--broker", kafka_bootstrap, "--app-id", app_id,
+            "--events-topic", topic_names["events"], "--compacted-topic", topic_names["compacted"],
+            "--dlq-topic", topic_names["dlq"], "--selections-topic", selections,
+            "--workers-dir", str(tmp_path / "faust"), "--worker-name", name, "--log-level", os.environ.get("DUP_TEST_LOG_LEVEL", "WARNING"),
+        ]  # fmt: skip
+        with (tmp_path / f"{name}.log").open("wb") as log:
+            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+
+    def split(k: int) -> bool:
+        group = admin.describe_consumer_groups([app_id])[app_id].result(timeout=10)
+        held = [
+            [tp.partition for tp in m.assignment.topic_partitions if tp.topic == topic_names["events"]]
+            for m in group.members
+        ]
+        return (
+            group.state == ConsumerGroupState.STABLE
+            and len(held) == k
+            and all(held)
+            and sorted(p for ps in held for p in ps) == list(range(PARTITIONS))
+        )
+
+    produced = 0
+    stop = threading.Event()
+
+    where: dict[str, tuple[int, int]] = {}  # message_id -> (partition, offset) on the input topic
+
+    def landed(err: Any, msg: Any) -> None:
+        assert err is None, err
+        where[parse_event(msg.value()).message_id] = (msg.partition(), msg.offset())
+
+    def produce_steadily() -> None:  # ~250 records/s until stopped
+        nonlocal produced
+        producer = Producer(producer_config(kafka_bootstrap))
+        while not stop.is_set():
+            key, value = event(produced)
+            producer.produce(topic_names["events"], key=key, value=value, on_delivery=landed)
+            producer.poll(0)
+            produced += 1
+            time.sleep(0.004)
+        assert producer.flush(30) == 0
+
+    try:
+        start("a")
+        wait_for(lambda: split(1), 60, "worker a to hold every partition", procs)
+        producing = threading.Thread(target=produce_steadily)
+        producing.start()
+        try:
+            time.sleep(1.5)
+            start("b")
+            wait_for(lambda: split(2), 60, "workers a and b to share the partitions", procs)
+            time.sleep(1.5)
+        finally:
+            stop.set()
+            producing.join(60)
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": kafka_bootstrap,
+                "group.id": f"r-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+            }
+        )
+        try:
+            consumer.assign([TopicPartition(topic_names["compacted"], p, 0) for p in range(PARTITIONS)])
+            out: list[tuple[int, int, str, bytes]] = []
+            deadline = time.monotonic() + float(os.environ.get("DUP_TEST_WAIT", "30"))
+            while len({m for _p, _o, m, _v in out}) < produced and time.monotonic() < deadline:
+                out += [row(msg) for msg in consumer.consume(500, timeout=0.5)]
+            out += [row(msg) for msg in consumer.consume(500, timeout=2.0)]  # repeats behind the last new one
+        finally:
+            consumer.close()
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    assert produced > 500
+    ids = collections.Counter(m for _p, _o, m, _v in out)
+    missing = sorted(position for m, position in where.items() if m not in ids)
+    last = {p: max(o for q, o in where.values() if q == p) for p, _ in where.values()}
+    assert not missing, (
+        f"{len(missing)} of {produced} inputs never came out, (partition, offset): {missing}; last offsets {last}"
+    )
+    copies: dict[str, set[bytes]] = collections.defaultdict(set)
+    for _p, _o, m, value in out:
+        copies[m].add(value)
+    assert all(len(v) == 1 for v in copies.values()), "a repeat differs from its first copy"
+    repeated = collections.Counter(p for p, _o, m, _v in out if ids[m] > 1)
+    print(
+        f"{produced} inputs, {len(out)} outputs, {len(out) - len(ids)} repeats; per partition {dict(repeated)}"
+    )
