@@ -28,7 +28,7 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from schemas.events import ToolResult
+from schemas.events import HumanMessage, ToolResult
 from schemas.topics import TopicSpec, ensure_topics
 from services.runtime.kafka import producer_config
 from services.runtime.settings import Settings
@@ -65,6 +65,24 @@ def _events(n: int) -> list[tuple[bytes, bytes]]:
             tool=name,
             args={},
             raw=raw,
+        )
+        out.append((ts.encode(), event.to_bytes()))
+    return out
+
+
+def _human_events(n: int) -> list[tuple[bytes, bytes]]:
+    """Events the compactor passes through unchanged (no compaction): what faust itself costs."""
+    now = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)
+    out = []
+    for i in range(n):
+        ts = f"1773458{i % 400:03d}.000100"
+        event = HumanMessage(
+            thread_ts=ts,
+            message_id=f"{ts}:-:human:{i}",
+            event_time=now,
+            user="U1",
+            ts=str(i),
+            text=f"pods {i}",
         )
         out.append((ts.encode(), event.to_bytes()))
     return out
@@ -265,6 +283,14 @@ def run(settings: Settings) -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as tmp:
             one = _run_workers(bootstrap, names, 1, tmp, records)
             two = _run_workers(bootstrap, names, 2, tmp, records)
+            # The same worker forwarding events it does not compact: faust's own ceiling here.
+            forwarding = {**names, **{k: f"{names[k]}.fwd" for k in ("events", "compacted", "sel")}}
+            try:
+                forward = _run_workers(bootstrap, forwarding, 1, tmp, _human_events(N))
+            finally:
+                names.update(
+                    {f"fwd:{k}": v for k, v in forwarding.items() if k not in names or v != names[k]}
+                )
     finally:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for future in admin.delete_topics(list(names.values()), operation_timeout=10).values():
@@ -293,6 +319,7 @@ def run(settings: Settings) -> dict[str, Any]:
             f"| `stream.process` alone, no Kafka (compaction CPU bound) | {pure_rate:,.0f} | {1000 / pure_rate:.2f} ms | |",
             f"| one compactor worker, compacted and produced | {one.rate:,.0f} | {one.cpu_s_per_record * 1000:.2f} ms | {one.busy:.0%} |",
             f"| two workers, one consumer group (same run, same topic) | {two.rate:,.0f} | {two.cpu_s_per_record * 1000:.2f} ms | {two.busy:.0%} |",
+            f"| one worker forwarding {N} human messages (nothing to compact: faust's own ceiling) | {forward.rate:,.0f} | {forward.cpu_s_per_record * 1000:.2f} ms | {forward.busy:.0%} |",
             "",
             f"One worker / raw consumer: {one.rate / raw_rate:.2%}. Target >= {TARGET:,.0f}/s on one worker: "
             f"{'met' if ok else 'NOT met'}. Outputs, distinct / records: one worker {one.distinct}/{one.outputs}, "
@@ -324,6 +351,8 @@ def run(settings: Settings) -> dict[str, Any]:
         "worker_cpu_ms_per_record": round(one.cpu_s_per_record * 1000, 3),
         "worker_busy": round(one.busy, 3),
         "two_workers_busy": round(two.busy, 3),
+        "forwarding_per_s": round(forward.rate, 1),
+        "forwarding_cpu_ms_per_record": round(forward.cpu_s_per_record * 1000, 3),
         "output_span_s": round(one.span_s, 2),
         "target_per_s": TARGET,
         "target_met": ok,
