@@ -131,8 +131,10 @@ def test_a_second_projector_joining_mid_stream_takes_partitions_without_loss_or_
     )
     second = start_projector(batch_size=100)
     wait_until(
-        lambda: "assigned {" in (tmp_path / "projector-1.log").read_text()
-        and "assigned {}" not in (tmp_path / "projector-1.log").read_text(),
+        lambda: (
+            "assigned {" in (tmp_path / "projector-1.log").read_text()
+            and "assigned {}" not in (tmp_path / "projector-1.log").read_text()
+        ),
         60,
         "the second projector to get partitions",
     )
