@@ -175,11 +175,48 @@ class _NoLossConsumer(faust_aiokafka.Consumer):
        back until `resume_flow()`, which faust calls right after that clear: nothing of theirs
        is fetched into a queue that is about to be cleared, and their order is kept. faust's
        pause/resume only choose which partitions `getmany` asks for, so holding costs nothing.
+    3. On a rebalance, faust clears the records it had fetched but not processed and seeks
+       every partition to its committed offset (`perform_seek`). For a partition the worker
+       keeps, the first records fetched after that seek sometimes still come from the old
+       position (a fetch issued before the seek), so the cleared records between the two
+       are skipped: 1-4 records in about 1 rebalance in 15 under load
+       (tests/compactor/test_two_worker_duplicates.py). `getmany` below compares each
+       partition's first record after a seek with the offset it was sought to; when the
+       record is past it, it drops that partition's records from the batch and seeks again.
+       The records in between are then read again (repeats, never gaps). Only the first
+       record after a seek is checked, so a real gap (transaction markers) is never re-read
+       twice.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._held: set[TP] = set()
+        self._resume_at: dict[TP, int] = {}  # stream partition -> committed offset it was just sought to
+
+    async def perform_seek(self) -> None:
+        await super().perform_seek()
+        self._resume_at = {
+            tp: offset
+            for tp, offset in self._committed_offset.items()
+            if offset is not None and not self._is_changelog_tp(tp)
+        }
+
+    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
+        """faust's getmany, minus records from a position the last seek did not take (hole 3)."""
+        stale: set[TP] = set()
+        async for tp, message in super().getmany(timeout):
+            if tp in stale:
+                continue
+            sought = self._resume_at.pop(tp, None)
+            if sought is not None and message.offset > sought:
+                log.warning(
+                    "records after a seek start past it: reading the partition again from the seek",
+                    extra=about(None, None, partition=tp.partition, offset=message.offset, sought=sought),
+                )
+                stale.add(tp)
+                await self.seek(tp, sought)
+                continue
+            yield tp, message
 
     async def _getmany(self, active_partitions: set[TP] | None, timeout: float) -> Any:
         if active_partitions is not None:
