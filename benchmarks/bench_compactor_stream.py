@@ -175,7 +175,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _split(desc: Any, topic: str, k: int) -> bool:
+def settled_split(desc: Any, topic: str, k: int) -> bool:
     """The group has settled with k members that share `topic`'s partitions: state STABLE, every
     member holding at least one partition, each partition held once.
 
@@ -201,14 +201,14 @@ def _split(desc: Any, topic: str, k: int) -> bool:
 
 
 def _wait_for_members(bootstrap: str, group: str, topic: str, k: int, procs: list[Any]) -> None:
-    """Until the group has settled with k members sharing every partition of `topic` (`_split`)."""
+    """Until the group has settled with k members sharing every partition of `topic` (`settled_split`)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if any(p.poll() is not None for p in procs):
             raise RuntimeError(f"a compactor worker exited early (group {group})")
         with contextlib.suppress(Exception):
-            if _split(admin.describe_consumer_groups([group])[group].result(timeout=10), topic, k):
+            if settled_split(admin.describe_consumer_groups([group])[group].result(timeout=10), topic, k):
                 return
         time.sleep(0.5)
     raise RuntimeError(f"{k} workers of {group} did not share {topic}'s partitions within 120 s")

@@ -34,14 +34,9 @@ def load_plugins(text: str | None = None) -> dict[str, str]:
 
 def _load_one(name: str, target: object) -> str:
     where = f"{ENV}[{name!r}]"
-    if (
-        not isinstance(target, str)
-        or target.count(":") != 1
-        or target.startswith(":")
-        or target.endswith(":")
-    ):
+    module_name, sep, attr = target.partition(":") if isinstance(target, str) else ("", "", "")
+    if not (sep and module_name and attr) or ":" in attr:
         raise UserFacingError(f"{where}: expected 'package.module:function', got {target!r}")
-    module_name, attr = target.split(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

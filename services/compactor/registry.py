@@ -92,9 +92,13 @@ def register_compactor(name: str, draft: DraftFn, *, budget: int, version: str) 
 
 
 def version_for(tool: str) -> str:
-    """The compactor version recorded with a tool's compacts; a plugin's own version is part of it,
-    so that changing a plugin changes the replay key of what it compacted (invariant 8)."""
-    name = compactor_for(tool)
+    """The compactor version recorded with a tool's compacts (see `compactor_version`)."""
+    return compactor_version(compactor_for(tool))
+
+
+def compactor_version(name: str) -> str:
+    """A compactor's recorded version; a plugin's own version is part of it, so that changing a
+    plugin changes the replay key of what it compacted (invariant 8)."""
     plugin = PLUGIN_VERSIONS.get(name)
     return COMPACTOR_VERSION if plugin is None else f"{COMPACTOR_VERSION}+{name}.{plugin}"
 
@@ -202,7 +206,7 @@ def compact_tool_result(
             raw_sha256=sha,
             selection=sel,
             budget=limit,
-            compactor_version=version_for(tool),
+            compactor_version=compactor_version(name),
             ignored_ids=ignored,
         )
 
@@ -270,6 +274,7 @@ __all__ = [
     "budget_for",
     "compact_tool_result",
     "compactor_for",
+    "compactor_version",
     "raw_sha256",
     "register_compactor",
     "register_tool",

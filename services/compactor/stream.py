@@ -117,9 +117,7 @@ def compact_event(
     )
     record = outcome.selection if previous is None and outcome.selection is not None else None
     value = compacted_bytes(compacted, canonical_raw)
-    return Compacted(
-        value, compacted, outcome, selection_key(outcome.raw_sha256, outcome.compactor_version), record
-    )
+    return Compacted(value, compacted, outcome, key, record)
 
 
 def compacted_bytes(event: CompactedToolResult, canonical_raw: str) -> bytes:

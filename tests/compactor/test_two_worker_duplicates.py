@@ -26,23 +26,23 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from schemas.events import HumanMessage, parse_event
+from benchmarks.bench_compactor_stream import PARTITIONS, settled_split
+from schemas.events import parse_event
 from schemas.topics import TopicSpec, ensure_topics
 from services.runtime.kafka import producer_config
+
+from .test_stream_worker import human
 
 pytestmark = pytest.mark.stack
 
 CLI = Path(sys.executable).with_name("incident-memory")
-NOW = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)
-PARTITIONS = 8
 
 
 @pytest.fixture
@@ -71,14 +71,7 @@ def wait_for(
 
 def event(i: int) -> tuple[bytes, bytes]:
     thread = f"17734586{i % 32:02d}.000100"
-    return thread.encode(), HumanMessage(
-        thread_ts=thread,
-        message_id=f"{thread}:-:human:{i}",
-        event_time=NOW,
-        user="U1",
-        ts=str(i),
-        text=f"m{i}",
-    ).to_bytes()
+    return thread.encode(), human(thread, i).to_bytes()
 
 
 def row(msg: Any) -> tuple[int, int, str, bytes]:
@@ -106,16 +99,7 @@ def test_a_rebalance_in_a_busy_group_loses_nothing_and_repeats_only_identical_co
 
     def split(k: int) -> bool:
         group = admin.describe_consumer_groups([app_id])[app_id].result(timeout=10)
-        held = [
-            [tp.partition for tp in m.assignment.topic_partitions if tp.topic == topic_names["events"]]
-            for m in group.members
-        ]
-        return (
-            group.state == ConsumerGroupState.STABLE
-            and len(held) == k
-            and all(held)
-            and sorted(p for ps in held for p in ps) == list(range(PARTITIONS))
-        )
+        return settled_split(group, topic_names["events"], k)
 
     produced = 0
     stop = threading.Event()
