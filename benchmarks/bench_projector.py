@@ -16,6 +16,7 @@ import statistics
 import threading
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -250,8 +251,11 @@ def _drop(conn: psycopg.Connection, name: str) -> None:
     conn.commit()
 
 
-def measure_write_path(settings: Settings, events: list[EventBase], batch: int = 5000) -> float:
+def measure_write_path(settings: Settings, events: list[EventBase], batch: int = 0) -> float:
     """Seconds for the SQL half alone: pre-mapped batches, one transaction each with offsets (no Kafka)."""
+    from services.projector.projector import DEFAULT_BATCH_SIZE
+
+    batch = batch or DEFAULT_BATCH_SIZE
     from services.projector import store
     from services.projector.mapping import map_event
     from services.projector.writer import GcPacer
@@ -304,10 +308,14 @@ def measure_projection(settings: Settings, threads: int) -> dict[str, Any]:
             schema=ours,
             topic=topic,
             dlq_topic=f"bench.dlq.{tag}",
-            batch_size=5000,
         )
         result = replay(config, from_beginning=True, progress=False)
         load_after = os.getloadavg()[0]
+        in_process = replay(  # the same, decoding in a helper process instead of a thread
+            replace(config, schema=ours + "_proc", decode="process"), from_beginning=True, progress=False
+        )
+        _drop(conn, ours + "_proc")
+        conn.commit()
         live = measure_live(settings, topic, config)
         staged = conn.execute(  # the replay's connection is closed, so its statistics are flushed
             "SELECT n_tup_ins FROM pg_stat_user_tables WHERE schemaname = %s AND relname = 'round_staging'",
@@ -365,6 +373,7 @@ def measure_projection(settings: Settings, threads: int) -> dict[str, Any]:
         "projector_events_per_s": round(len(events) / result.seconds),
         "projector_rows_per_s": round(ours_rows_s),
         "live": live,
+        "process_decode_events_per_s": round(len(events) / in_process.seconds),
         "copy_seconds": round(copy_s, 3),
         "copy_seconds_runs": [round(c, 3) for c in copy_runs],
         "copy_rows_per_s": round(copy_rows_s),
@@ -381,7 +390,6 @@ def measure_live(settings: Settings, topic: str, replayed: Any) -> dict[str, Any
     Timed from its first commit to the moment Postgres holds the high watermarks, so the group
     join is not counted; the events counted are the ones committed in that span.
     """
-    from dataclasses import replace
 
     from services.projector.projector import Projector
 
@@ -510,6 +518,8 @@ def measure_query(
 
 
 def run(settings: Settings | None = None, threads: int = 5000) -> dict[str, Any]:
+    from services.projector.projector import DEFAULT_BATCH_SIZE
+
     settings = settings or Settings.from_env()
     projection = measure_projection(settings, threads)
     query = measure_query(settings)
@@ -517,9 +527,12 @@ def run(settings: Settings | None = None, threads: int = 5000) -> dict[str, Any]
         [
             "## Projector",
             "",
-            f"- exactly-once projection: {projection['projector_events_per_s']:,} events/s "
+            f"- exactly-once projection (`replay`, batches of up to {DEFAULT_BATCH_SIZE:,}): {projection['projector_events_per_s']:,} events/s "
             f"({projection['projector_rows_per_s']:,} rows/s; {projection['events']:,} events, "
             f"{projection['rows']:,} rows, {projection['rounds_committed']:,} rounds through staging), target >= 20,000",
+            f"- the same replay decoding in a helper process (`--decode process`) instead of a thread: "
+            f"{projection['process_decode_events_per_s']:,} events/s (more CPU in all, for pickling; it pays "
+            "when the projector has cores of its own, here Postgres and the broker share the two)",
             f"- the live projector (`Projector.run`, consumer group, decode of the next batch overlapped "
             f"with the commit) on the same topic: {projection['live']['events_per_s']:,} events/s "
             f"({projection['live']['events_timed']:,} events from its first commit to the high watermarks)",
@@ -529,7 +542,7 @@ def run(settings: Settings | None = None, threads: int = 5000) -> dict[str, Any]
             f"- round rows that went through round_staging: {projection['rows_through_staging']:,} of "
             f"{projection['round_rows']:,} (threads interleaved round-robin: a round whose marker lands in a "
             "later batch than its rows is staged, written twice and deleted once; the rest go straight in)",
-            f"- the SQL half alone (pre-decoded batches of 5,000, rows + offsets per transaction): "
+            f"- the SQL half alone (pre-decoded batches of {DEFAULT_BATCH_SIZE:,}, the default; rows + offsets per transaction): "
             f"{projection['write_path_rows_per_s']:,} rows/s, {projection['write_path_fraction_of_copy']:.2f} of COPY; "
             "the projection overlaps decoding (pydantic validation, mapping) with it in a second thread",
             f"- load average (2 cores, shared) before/after the projection: "

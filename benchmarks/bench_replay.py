@@ -102,7 +102,6 @@ def run(settings: Settings) -> dict[str, Any]:
         schema=schema,
         topic=topic,
         group=f"bench-replay-{uuid.uuid4().hex[:6]}",
-        batch_size=5000,
     )
     load_before = os.getloadavg()[0]
     result = replay(config, from_beginning=True, progress=False)

@@ -58,8 +58,8 @@ class Metrics:
         step = max(1, len(decoded) // SAMPLES_PER_BATCH)
         for d in decoded[::step]:
             self.latency.labels("consume").observe(max(0.0, now - d.incoming.received))
-            if d.event is not None:
-                self.latency.labels("event").observe(max(0.0, now - d.event.event_time.timestamp()))
+            if d.event_time is not None:
+                self.latency.labels("event").observe(max(0.0, now - d.event_time))
 
     def set_lag(self, lags: dict[int, int]) -> None:
         for partition, lag in lags.items():

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from confluent_kafka import (
@@ -28,6 +28,7 @@ from confluent_kafka import (
 from schemas import topics
 from schemas.migrate import apply_migrations
 from services.projector import store
+from services.projector.decoding import BatchDecoder, BrokenProcessPool, DecodeMode
 from services.projector.metrics import Metrics
 from services.projector.writer import (
     BatchWriter,
@@ -36,7 +37,6 @@ from services.projector.writer import (
     OffsetConflict,
     Prepared,
     Stopped,
-    prepare,
 )
 from services.runtime.kafka import consumer_config, producer_config
 from services.runtime.logs import about
@@ -44,6 +44,12 @@ from services.runtime.logs import about
 log = logging.getLogger("projector")
 
 DEFAULT_GROUP = "incident-memory-projector"
+# A batch is one transaction. Big batches matter when catching up (more rounds whose marker is in
+# the same batch skip round_staging; fewer round trips per event): 20,000 records projected ~20%
+# faster than 5,000 on the benchmark. At low load a batch is whatever is buffered, so no latency.
+DEFAULT_BATCH_SIZE = 20_000
+DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
+DRAIN_STEP = 1000
 LAG_EVERY_S = 2.0
 
 
@@ -58,12 +64,14 @@ class ProjectorConfig:
     topic: str = topics.COMPACTED
     dlq_topic: str = topics.DLQ
     group: str = DEFAULT_GROUP
-    batch_size: int = 2000
+    batch_size: int = DEFAULT_BATCH_SIZE
     poll_timeout: float = 0.2
     migrate: bool = True
     # A projector killed hard is replaced after this long (the broker's minimum is 6 s by default);
     # processing time is bounded by max.poll.interval.ms, not by this.
     session_timeout_ms: int = 6000
+    # Where the next batch is decoded while one commits (services/projector/decoding.py).
+    decode: DecodeMode = "thread"
 
 
 # --- wiring ------------------------------------------------------------------------------
@@ -90,13 +98,24 @@ def make_writer(config: ProjectorConfig, metrics: Metrics | None, *, notify: boo
     )
 
 
-def take_batch(consumer: Consumer, size: int, timeout: float) -> list[Message]:
-    """Block for the first record only, then drain what is already buffered: low latency, big batches."""
-    messages = consumer.consume(num_messages=size, timeout=0)
+def take_batch(
+    consumer: Consumer, size: int, timeout: float, max_bytes: int = DEFAULT_BATCH_BYTES
+) -> list[Message]:
+    """Block for the first record only, then drain what is already buffered: low latency, big batches.
+
+    A batch stops at `size` records or once its values pass `max_bytes` (so a backlog of large
+    tool results does not hold tens of thousands of raws in memory at once, twice over).
+    """
+    messages = consumer.consume(num_messages=min(size, DRAIN_STEP), timeout=0)
     if not messages:
         messages = consumer.consume(num_messages=1, timeout=timeout)
-        if messages and size > 1:
-            messages += consumer.consume(num_messages=size - 1, timeout=0)
+    held = sum(len(m.value() or b"") for m in messages)
+    while messages and len(messages) < size and held < max_bytes:
+        more = consumer.consume(num_messages=min(size - len(messages), DRAIN_STEP), timeout=0)
+        if not more:
+            break
+        messages += more
+        held += sum(len(m.value() or b"") for m in more)
     return messages
 
 
@@ -161,6 +180,12 @@ class Projector:
         for p in assigned:
             self.consumer.seek(TopicPartition(self.config.topic, p, stored.get(p, OFFSET_BEGINNING)))
 
+    def _decoder_died(self, decoder: BatchDecoder) -> None:
+        """A new decoding process; what the dead one held is read again from Postgres' offsets."""
+        log.error("the decoding process died; starting another, re-reading from Postgres")
+        decoder.restart()
+        self._reseek()
+
     def _update_lag(self) -> None:
         assert self.consumer is not None
         now = time.monotonic()
@@ -180,8 +205,8 @@ class Projector:
     def run(self, stop: threading.Event | None = None, on_commit: Callable[[], None] | None = None) -> None:
         """Project until `stop` is set (SIGTERM in the service). A stop never leaves a half batch.
 
-        Two batches are in hand at once: the next one is decoded in a helper thread while this
-        one commits (psycopg waits for Postgres without the GIL), as replay does. A batch is only
+        Two batches are in hand at once: the next one is decoded (in a helper thread or process,
+        `config.decode`) while this one commits, as replay does. A batch is only
         ever written if no rebalance happened since it was polled; otherwise both are dropped
         and every partition is read again from the offsets in Postgres.
         """
@@ -199,7 +224,7 @@ class Projector:
         )
         self.consumer.subscribe([cfg.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         log.info("projecting %s into schema %s", cfg.topic, cfg.schema, extra=about(None, group=cfg.group))
-        decoder = ThreadPoolExecutor(1, thread_name_prefix="projector-decode")
+        decoder = BatchDecoder(cfg.decode, "projector-decode")
         in_flight: InFlight | None = None
         pacer = GcPacer()
         try:
@@ -220,7 +245,12 @@ class Projector:
                         for m in messages
                         if m.partition() in self.writer.expected
                     ]
-                    upcoming = InFlight(decoder.submit(prepare, batch), self._generation) if batch else None
+                    try:
+                        upcoming = InFlight(decoder.submit(batch), self._generation) if batch else None
+                    except BrokenProcessPool:  # the decoding process died before this submit
+                        self._decoder_died(decoder)
+                        in_flight = None
+                        continue
                     if in_flight is not None:
                         try:
                             outcome = self.writer.write_prepared(in_flight.prepared.result(), self._stop)
@@ -231,6 +261,10 @@ class Projector:
                             continue
                         except Stopped:
                             break
+                        except BrokenProcessPool:  # ... or while it decoded the batch in hand
+                            self._decoder_died(decoder)
+                            in_flight = None
+                            continue
                         self.consumer.commit(
                             offsets=[
                                 TopicPartition(cfg.topic, p, n) for p, n in outcome.next_offsets.items()
@@ -243,7 +277,7 @@ class Projector:
                     in_flight = upcoming
                     self._update_lag()
         finally:
-            decoder.shutdown(wait=True, cancel_futures=True)
+            decoder.close()
             self.consumer.close()
             self.writer.producer.flush(10)
             self.writer.close()

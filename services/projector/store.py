@@ -522,7 +522,7 @@ def _copy_lines(
     k2: Sequence[int],
     digests: dict[int, CacheDigest],
 ) -> str:
-    """The batch table's rows as one COPY text payload (Row.copy_text is usually rendered already)."""
+    """The batch table's rows as one COPY text payload (Row.copy_text is rendered with the row)."""
     lines = []
     for k, r in enumerate(rows):
         d = digests.get(k)
