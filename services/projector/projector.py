@@ -49,7 +49,7 @@ DEFAULT_GROUP = "incident-memory-projector"
 # faster than 5,000 on the benchmark. At low load a batch is whatever is buffered, so no latency.
 DEFAULT_BATCH_SIZE = 20_000
 DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
-DRAIN_STEP = 1000
+DRAIN_STEP = 500  # records per drain call: a batch passes max_bytes by less than one step
 LAG_EVERY_S = 2.0
 
 
