@@ -250,3 +250,55 @@ def test_gc_pacer_turns_collection_off_while_in_use_and_restores_it() -> None:
         assert gc.isenabled()
     finally:
         gc.callbacks.remove(seen)
+
+
+def test_a_wrong_token_count_on_an_event_is_logged_and_the_projections_own_count_stored(
+    stack: Settings,
+    pg_dsn: str,
+    pg_conn: psycopg.Connection,
+    pg_schema: str,
+    topic_names: dict[str, str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Decoded in a helper process (the warning must come back from it, not be lost there)."""
+    from services.projector.decoding import BatchDecoder
+
+    round_ = synthetic_round(T, 1, T0)
+    target = round_[1].message_id
+    compact = {"headline": "heap exhausted"}
+    wrong = ReRendered(
+        thread_ts=T,
+        message_id=message_id(T, 2, "rerender", 0),
+        event_time=T0 + timedelta(minutes=30),
+        round=2,
+        target_id=target,
+        compact=compact,
+        tokens=count_value_tokens(compact) + 40,
+        policy="headline",
+    )
+    records = [e.to_bytes() for e in [*round_, wrong]]
+    writer = BatchWriter(
+        dsn=pg_dsn,
+        schema=pg_schema,
+        group="g",
+        topic=topic_names["compacted"],
+        dlq_topic=topic_names["dlq"],
+        producer=Producer(producer_config(stack.kafka_bootstrap_servers)),
+        notify=False,
+    )
+    decoder = BatchDecoder("process")
+    try:
+        writer.assign([0], {})
+        prepared = decoder.submit([Incoming(0, k, b"k", v, 0.0) for k, v in enumerate(records)]).result()
+        with caplog.at_level("WARNING", logger="projector.writer"):
+            outcome = writer.write_prepared(prepared)
+    finally:
+        decoder.close()
+        writer.close()
+    assert outcome.dead_letters == 0
+    warned = [r for r in caplog.records if "event carries tokens" in r.getMessage()]
+    assert len(warned) == 1
+    assert f"tokens={count_value_tokens(compact) + 40}" in warned[0].getMessage()
+    assert warned[0].__dict__.get("message_id") == wrong.message_id
+    row = {r[0]: r for r in messages(pg_conn)}[target]
+    assert json.loads(json.dumps(row[6])) == compact and row[7] == count_value_tokens(compact)
