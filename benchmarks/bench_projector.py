@@ -311,11 +311,6 @@ def measure_projection(settings: Settings, threads: int) -> dict[str, Any]:
         )
         result = replay(config, from_beginning=True, progress=False)
         load_after = os.getloadavg()[0]
-        in_process = replay(  # the same, decoding in a helper process instead of a thread
-            replace(config, schema=ours + "_proc", decode="process"), from_beginning=True, progress=False
-        )
-        _drop(conn, ours + "_proc")
-        conn.commit()
         live = measure_live(settings, topic, config)
         staged = conn.execute(  # the replay's connection is closed, so its statistics are flushed
             "SELECT n_tup_ins FROM pg_stat_user_tables WHERE schemaname = %s AND relname = 'round_staging'",
@@ -373,7 +368,6 @@ def measure_projection(settings: Settings, threads: int) -> dict[str, Any]:
         "projector_events_per_s": round(len(events) / result.seconds),
         "projector_rows_per_s": round(ours_rows_s),
         "live": live,
-        "process_decode_events_per_s": round(len(events) / in_process.seconds),
         "copy_seconds": round(copy_s, 3),
         "copy_seconds_runs": [round(c, 3) for c in copy_runs],
         "copy_rows_per_s": round(copy_rows_s),
@@ -530,9 +524,6 @@ def run(settings: Settings | None = None, threads: int = 5000) -> dict[str, Any]
             f"- exactly-once projection (`replay`, batches of up to {DEFAULT_BATCH_SIZE:,}): {projection['projector_events_per_s']:,} events/s "
             f"({projection['projector_rows_per_s']:,} rows/s; {projection['events']:,} events, "
             f"{projection['rows']:,} rows, {projection['rounds_committed']:,} rounds through staging), target >= 20,000",
-            f"- the same replay decoding in a helper process (`--decode process`) instead of a thread: "
-            f"{projection['process_decode_events_per_s']:,} events/s (more CPU in all, for pickling; it pays "
-            "when the projector has cores of its own, here Postgres and the broker share the two)",
             f"- the live projector (`Projector.run`, consumer group, decode of the next batch overlapped "
             f"with the commit) on the same topic: {projection['live']['events_per_s']:,} events/s "
             f"({projection['live']['events_timed']:,} events from its first commit to the high watermarks)",

@@ -11,7 +11,6 @@ from types import FrameType
 import psycopg
 
 from schemas import topics
-from services.projector.decoding import DECODE_MODES
 from services.projector.metrics import Metrics
 from services.projector.projector import DEFAULT_BATCH_SIZE, DEFAULT_GROUP, Projector, ProjectorConfig
 from services.runtime.errors import UserFacingError
@@ -25,12 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dlq-topic", default=topics.DLQ)
     parser.add_argument("--group", default=DEFAULT_GROUP)
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
-    parser.add_argument(
-        "--decode",
-        choices=DECODE_MODES,
-        default=os.environ.get("PROJECTOR_DECODE", "thread"),
-        help="decode the next batch in a helper thread (default) or process while one commits; a process pays off when the projector has 2+ cores of its own",
-    )
     parser.add_argument(
         "--metrics-port",
         type=int,
@@ -53,7 +46,6 @@ def run(args: argparse.Namespace) -> int:
         dlq_topic=args.dlq_topic,
         group=args.group,
         batch_size=args.batch_size,
-        decode=args.decode,
     )
     metrics = Metrics()
     if args.metrics_port:

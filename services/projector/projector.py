@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from confluent_kafka import (
@@ -28,7 +28,6 @@ from confluent_kafka import (
 from schemas import topics
 from schemas.migrate import apply_migrations
 from services.projector import store
-from services.projector.decoding import BatchDecoder, BrokenProcessPool, DecodeMode
 from services.projector.metrics import Metrics
 from services.projector.writer import (
     BatchWriter,
@@ -37,6 +36,7 @@ from services.projector.writer import (
     OffsetConflict,
     Prepared,
     Stopped,
+    prepare,
 )
 from services.runtime.kafka import consumer_config, producer_config
 from services.runtime.logs import about
@@ -70,8 +70,6 @@ class ProjectorConfig:
     # A projector killed hard is replaced after this long (the broker's minimum is 6 s by default);
     # processing time is bounded by max.poll.interval.ms, not by this.
     session_timeout_ms: int = 6000
-    # Where the next batch is decoded while one commits (services/projector/decoding.py).
-    decode: DecodeMode = "thread"
 
 
 # --- wiring ------------------------------------------------------------------------------
@@ -180,12 +178,6 @@ class Projector:
         for p in assigned:
             self.consumer.seek(TopicPartition(self.config.topic, p, stored.get(p, OFFSET_BEGINNING)))
 
-    def _decoder_died(self, decoder: BatchDecoder) -> None:
-        """A new decoding process; what the dead one held is read again from Postgres' offsets."""
-        log.error("the decoding process died; starting another, re-reading from Postgres")
-        decoder.restart()
-        self._reseek()
-
     def _update_lag(self) -> None:
         assert self.consumer is not None
         now = time.monotonic()
@@ -205,8 +197,8 @@ class Projector:
     def run(self, stop: threading.Event | None = None, on_commit: Callable[[], None] | None = None) -> None:
         """Project until `stop` is set (SIGTERM in the service). A stop never leaves a half batch.
 
-        Two batches are in hand at once: the next one is decoded (in a helper thread or process,
-        `config.decode`) while this one commits, as replay does. A batch is only
+        Two batches are in hand at once: the next one is decoded in a helper thread while this
+        one commits (psycopg waits for Postgres without the GIL), as replay does. A batch is only
         ever written if no rebalance happened since it was polled; otherwise both are dropped
         and every partition is read again from the offsets in Postgres.
         """
@@ -224,7 +216,7 @@ class Projector:
         )
         self.consumer.subscribe([cfg.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         log.info("projecting %s into schema %s", cfg.topic, cfg.schema, extra=about(None, group=cfg.group))
-        decoder = BatchDecoder(cfg.decode, "projector-decode")
+        decoder = ThreadPoolExecutor(1, thread_name_prefix="projector-decode")
         in_flight: InFlight | None = None
         pacer = GcPacer()
         try:
@@ -245,12 +237,7 @@ class Projector:
                         for m in messages
                         if m.partition() in self.writer.expected
                     ]
-                    try:
-                        upcoming = InFlight(decoder.submit(batch), self._generation) if batch else None
-                    except BrokenProcessPool:  # the decoding process died before this submit
-                        self._decoder_died(decoder)
-                        in_flight = None
-                        continue
+                    upcoming = InFlight(decoder.submit(prepare, batch), self._generation) if batch else None
                     if in_flight is not None:
                         try:
                             outcome = self.writer.write_prepared(in_flight.prepared.result(), self._stop)
@@ -261,10 +248,6 @@ class Projector:
                             continue
                         except Stopped:
                             break
-                        except BrokenProcessPool:  # ... or while it decoded the batch in hand
-                            self._decoder_died(decoder)
-                            in_flight = None
-                            continue
                         self.consumer.commit(
                             offsets=[
                                 TopicPartition(cfg.topic, p, n) for p, n in outcome.next_offsets.items()
@@ -277,7 +260,7 @@ class Projector:
                     in_flight = upcoming
                     self._update_lag()
         finally:
-            decoder.close()
+            decoder.shutdown(wait=True, cancel_futures=True)
             self.consumer.close()
             self.writer.producer.flush(10)
             self.writer.close()

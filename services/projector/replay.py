@@ -11,19 +11,14 @@ schema afterwards carries on from where the replay stopped.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import time
-from collections.abc import Iterator
-from concurrent.futures import Future
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from tqdm import tqdm
 
 from schemas import topics
-from services.projector.decoding import DECODE_MODES, BatchDecoder
 from services.projector.metrics import Metrics
 from services.projector.projector import (
     DEFAULT_BATCH_SIZE,
@@ -33,7 +28,7 @@ from services.projector.projector import (
     migrate_schema,
     take_batch,
 )
-from services.projector.writer import GcPacer, Incoming, Prepared
+from services.projector.writer import GcPacer, Incoming, Prepared, prepare
 from services.runtime.errors import UserFacingError
 from services.runtime.kafka import consumer_config
 from services.runtime.logs import configure_logging
@@ -79,8 +74,8 @@ def replay(config: ProjectorConfig, *, from_beginning: bool = False, progress: b
             start[p] = low if from_beginning else max(low, stored.get(p, low))
         pending = {p for p in partitions if start[p] < high[p]}
         position = dict(start)
-        # Decode the next batch (in a helper thread or process) while this one commits.
-        decoder = BatchDecoder(config.decode, "replay-decode")
+        # Decode the next batch in a helper thread while this one commits (psycopg waits without the GIL).
+        decoder = ThreadPoolExecutor(1, thread_name_prefix="replay-decode")
         began = time.monotonic()
         events = letters = rounds = 0
         bar = tqdm(
@@ -95,10 +90,10 @@ def replay(config: ProjectorConfig, *, from_beginning: bool = False, progress: b
             consumer.assign([TopicPartition(config.topic, p, start[p]) for p in sorted(pending)])
         in_flight: Future[Prepared] | None = None
         pacer = GcPacer()
-        with pacer.paced(), _decoder_death_is_an_error():
+        with pacer.paced():
             while pending or in_flight is not None:
                 batch = _next_batch(consumer, config, pending, high) if pending else []
-                upcoming = decoder.submit(batch) if batch else None
+                upcoming = decoder.submit(prepare, batch) if batch else None
                 if in_flight is not None:
                     outcome = writer.write_prepared(in_flight.result())
                     events += outcome.events
@@ -111,24 +106,13 @@ def replay(config: ProjectorConfig, *, from_beginning: bool = False, progress: b
                     bar.update(advanced)
                     pacer.tick(outcome.events + outcome.dead_letters)
                 in_flight = upcoming
-        decoder.close()
+        decoder.shutdown()
         bar.close()
         return ReplayResult(events, letters, rounds, time.monotonic() - began, position)
     finally:
         consumer.close()
         writer.producer.flush(10)
         writer.close()
-
-
-@contextlib.contextmanager
-def _decoder_death_is_an_error() -> Iterator[None]:
-    try:
-        yield
-    except BrokenProcessPool:
-        raise UserFacingError(
-            "the decoding process died; run replay again without --from-beginning to resume from "
-            "the offsets stored in the schema"
-        ) from None
 
 
 def _next_batch(
@@ -165,12 +149,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", default=DEFAULT_GROUP, help="offsets are stored under this group name")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
     parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument(
-        "--decode",
-        choices=DECODE_MODES,
-        default=os.environ.get("PROJECTOR_DECODE", "thread"),
-        help="decode the next batch in a helper thread (default) or process while one commits; a process pays off when the projector has 2+ cores of its own",
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -184,7 +162,6 @@ def run(args: argparse.Namespace) -> int:
         dlq_topic=args.dlq_topic,
         group=args.group,
         batch_size=args.batch_size,
-        decode=args.decode,
     )
     result = replay(config, from_beginning=args.from_beginning, progress=not args.no_progress)
     print(

@@ -116,7 +116,7 @@ class Decoded:
     """One record as the writer needs it: its operations, or why it has none.
 
     It keeps what the writer reports about the event (thread, id, event time) rather than the
-    event object, so a batch decoded in another process comes back cheap to pickle.
+    event object: two batches of pydantic events held until commit made every GC pass longer.
     """
 
     incoming: Incoming

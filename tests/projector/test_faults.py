@@ -35,7 +35,7 @@ def start_projector(
 ) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(batch_size: int = 200, decode: str = "thread") -> subprocess.Popen[bytes]:
+    def start(batch_size: int = 200) -> subprocess.Popen[bytes]:
         env = {
             **os.environ,
             "KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap_servers,
@@ -44,7 +44,7 @@ def start_projector(
         log = open(tmp_path / f"projector-{len(procs)}.log", "wb")  # noqa: SIM115 - owned by the process
         proc = subprocess.Popen(
             [CLI, "projector", "--schema", pg_schema, "--topic", topic_names["compacted"], "--dlq-topic",
-             topic_names["dlq"], "--group", f"g-{pg_schema}", "--batch-size", str(batch_size), "--decode", decode],
+             topic_names["dlq"], "--group", f"g-{pg_schema}", "--batch-size", str(batch_size)],
             env=env, stdout=log, stderr=log,
         )  # fmt: skip
         procs.append(proc)
@@ -145,64 +145,6 @@ def test_a_second_projector_joining_mid_stream_takes_partitions_without_loss_or_
     assert_projection(pg_conn, expected_rows(events))
     assert table(pg_conn, "round_staging") == []
     assert second.poll() is None
-
-
-def _decoding_processes(parent: int) -> list[int]:
-    """The projector's decoding worker(s): spawned children running multiprocessing's spawn_main."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and b"spawn_main" in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return state == "Z"
-
-
-def test_decoding_in_a_process_survives_the_decoder_being_killed_and_leaves_no_orphan(
-    start_projector: Callable[..., subprocess.Popen[bytes]],
-    stack: Settings,
-    pg_conn: psycopg.Connection,
-    pg_schema: str,
-    topic_names: dict[str, str],
-    tmp_path: Path,
-) -> None:
-    """`--decode process`: kill -9 of the decoding process mid-stream costs nothing (a new one
-    starts and the batch in hand is re-read from Postgres' offsets); kill -9 of the projector
-    takes its decoding process with it."""
-    topic, group = topic_names["compacted"], f"g-{pg_schema}"
-    events = interleave([synthetic_thread(f"1712{k:06d}.000100") for k in range(1500)])
-    produce_events(stack.kafka_bootstrap_servers, topic, events)
-    high = high_watermarks(stack.kafka_bootstrap_servers, topic)
-    projector = start_projector(batch_size=100, decode="process")
-    wait_until(
-        lambda: sum(stored_offsets(pg_conn, group, topic).values()) > 0, 60, "first commits", every=0.01
-    )
-    (decoder,) = _decoding_processes(projector.pid)
-    os.kill(decoder, signal.SIGKILL)
-    assert sum(stored_offsets(pg_conn, group, topic).values()) < sum(high.values()), "killed too late"
-    wait_until(lambda: caught_up(pg_conn, group, topic, high), 90, "the projector to catch up")
-    assert_projection(pg_conn, expected_rows(events))
-    assert table(pg_conn, "round_staging") == []
-    assert "the decoding process died" in (tmp_path / "projector-0.log").read_text()
-    (successor,) = _decoding_processes(projector.pid)
-    assert successor != decoder
-    projector.send_signal(signal.SIGKILL)
-    projector.wait(10)
-    wait_until(lambda: _gone(successor), 20, "the decoding process to exit with its projector")
 
 
 def test_duplicates_and_a_round_that_never_commits(

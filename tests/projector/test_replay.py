@@ -103,11 +103,11 @@ def test_replay_into_a_fresh_schema_equals_the_live_projection(
         stop.set()
         live.join(30)
     into = f"{pg_schema}_replay"
-    try:  # the live projection decoded in a thread, the replay in a process: the same tables
+    try:
         env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap_servers, "DATABASE_URL": pg_dsn}
         done = subprocess.run(
             [CLI, "replay", "--from-beginning", "--into", into, "--topic", topic, "--group", group,
-             "--dlq-topic", topic_names["dlq"], "--batch-size", "1000", "--decode", "process"],
+             "--dlq-topic", topic_names["dlq"], "--batch-size", "1000"],
             env=env, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
