@@ -6,7 +6,9 @@ are the system of record, and replays re-derive Postgres from them.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
 EVENTS = "incident.events"
 COMPACTED = "incident.compacted"
@@ -70,7 +72,29 @@ def ensure_topics(
         except Exception as exc:  # a concurrent creator is fine
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise
+    # The controller has accepted them; the broker's metadata may lag behind by a moment (seen on a
+    # broker started seconds before: a compactor started right after the demo created its topics
+    # was told they did not exist). Return only once each is visible with all its partitions.
+    for spec in missing:
+        visible = partitions_once_visible(admin, spec.name, timeout)
+        if visible != spec.partitions:
+            raise RuntimeError(
+                f"topic {spec.name!r} was created but the broker shows {visible} of its "
+                f"{spec.partitions} partitions after {timeout:g}s"
+            )
     return created
+
+
+def partitions_once_visible(admin: Any, topic: str, timeout: float = 30.0) -> int:
+    """A topic's partition count, waiting out the moment after its creation when the broker's
+    metadata does not list it yet, or lists it with no partitions (seen on a fresh broker under load)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        meta = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
+        count = len(meta.partitions) if meta is not None and meta.error is None else 0
+        if count or time.monotonic() >= deadline:
+            return count
+        time.sleep(0.2)
 
 
 def record_limit(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> int:

@@ -204,3 +204,39 @@ def test_stop_signals_only_a_process_started_with_the_marker(tmp_path: Path) -> 
     assert procs.stop(proc.pid, marker, timeout=10) is True
     assert proc.wait(timeout=5) is not None
     assert procs.running_pid(pid_file, marker) is None
+
+
+def test_ensure_topics_returns_only_once_new_topics_are_visible_with_every_partition(
+    kafka_bootstrap: str,
+) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    from schemas.topics import TopicSpec, ensure_topics
+
+    specs = tuple(TopicSpec(f"visible.{uuid.uuid4().hex[:10]}", 8) for _ in range(4))
+    try:
+        assert sorted(ensure_topics(kafka_bootstrap, specs)) == sorted(s.name for s in specs)
+        metadata = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics
+        assert {s.name: len(metadata[s.name].partitions) for s in specs} == {s.name: 8 for s in specs}
+    finally:
+        AdminClient({"bootstrap.servers": kafka_bootstrap}).delete_topics([s.name for s in specs])
+
+
+def test_partitions_once_visible_waits_out_a_lagging_metadata_cache() -> None:
+    """What the broker answered right after creating a topic, in order: not listed, listed with no
+    partitions, then listed in full. The wait must return the full count, not the first answer."""
+    from types import SimpleNamespace
+
+    from schemas.topics import partitions_once_visible
+
+    answers = [
+        {},
+        {"t": SimpleNamespace(error=None, partitions={})},
+        {"t": SimpleNamespace(error=None, partitions=dict.fromkeys(range(8)))},
+    ]
+
+    class LaggingAdmin:
+        def list_topics(self, topic: str, timeout: float) -> SimpleNamespace:
+            return SimpleNamespace(topics=answers.pop(0) if len(answers) > 1 else answers[0])
+
+    assert partitions_once_visible(LaggingAdmin(), "t", timeout=5) == 8

@@ -11,9 +11,7 @@ import argparse
 import logging
 import os
 import socket
-import time
 from pathlib import Path
-from typing import Any
 
 from schemas import topics
 from services.compactor.stream_config import (
@@ -115,22 +113,10 @@ def check_topics(config: StreamConfig) -> int:
         )
     spec = topics.TopicSpec(config.selections_topic, source, {"cleanup.policy": "compact"})
     topics.ensure_topics(config.bootstrap_servers, (spec,))
-    existing = _partitions_once_visible(admin, spec.name)
+    existing = topics.partitions_once_visible(admin, spec.name)
     if existing != source:
         raise UserFacingError(f"{config.selections_topic} has {existing} partitions, expected {source}")
     return source
-
-
-def _partitions_once_visible(admin: Any, topic: str, timeout: float = 30.0) -> int:
-    """A topic's partition count, waiting out the moment after its creation when the broker's
-    metadata still lists it with no partitions (seen on a fresh broker under load)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        meta = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
-        count = len(meta.partitions) if meta is not None and meta.error is None else 0
-        if count or time.monotonic() >= deadline:
-            return count
-        time.sleep(0.2)
 
 
 def run(args: argparse.Namespace) -> int:
