@@ -39,6 +39,7 @@ from schemas.events import (
 from schemas.ids import message_id, tool_call_id
 from schemas.tokens import count_value_tokens
 from schemas.topics import TopicSpec, ensure_topics
+from services.projector.projector import DEFAULT_BATCH_SIZE
 from services.runtime.kafka import producer_config
 from services.runtime.settings import Settings
 
@@ -251,11 +252,8 @@ def _drop(conn: psycopg.Connection, name: str) -> None:
     conn.commit()
 
 
-def measure_write_path(settings: Settings, events: list[EventBase], batch: int = 0) -> float:
+def measure_write_path(settings: Settings, events: list[EventBase], batch: int = DEFAULT_BATCH_SIZE) -> float:
     """Seconds for the SQL half alone: pre-mapped batches, one transaction each with offsets (no Kafka)."""
-    from services.projector.projector import DEFAULT_BATCH_SIZE
-
-    batch = batch or DEFAULT_BATCH_SIZE
     from services.projector import store
     from services.projector.mapping import map_event
     from services.projector.writer import GcPacer
@@ -384,7 +382,6 @@ def measure_live(settings: Settings, topic: str, replayed: Any) -> dict[str, Any
     Timed from its first commit to the moment Postgres holds the high watermarks, so the group
     join is not counted; the events counted are the ones committed in that span.
     """
-
     from services.projector.projector import Projector
 
     high = {}
@@ -532,8 +529,6 @@ def measure_query(
 
 
 def run(settings: Settings | None = None, threads: int = 5000) -> dict[str, Any]:
-    from services.projector.projector import DEFAULT_BATCH_SIZE
-
     settings = settings or Settings.from_env()
     projection = measure_projection(settings, threads)
     query = measure_query(settings)

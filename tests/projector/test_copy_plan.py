@@ -188,15 +188,10 @@ def test_state_waves_equal_the_in_order_plan(
     assert in_order(pg_conn, pg_schema, [[e] for e in batch], monkeypatch) == copy_plan
 
 
-def test_a_bad_row_in_a_copied_round_is_dead_lettered_and_its_round_stays_invisible(
-    stack: Settings, pg_dsn: str, pg_conn: psycopg.Connection, pg_schema: str, topic_names: dict[str, str]
-) -> None:
-    good = synthetic_thread(U)
-    bad_round = synthetic_round(T, 1, T0)
-    bad_tool = json.loads(bad_round[2].to_bytes())
-    bad_tool["raw"] = {"line": "NUL \u0000 here"}  # a valid event; jsonb cannot store U+0000
-    records = [e.to_bytes() for e in good] + [e.to_bytes() for e in bad_round]
-    records[len(good) + 2] = json.dumps(bad_tool).encode()
+def partition_0_writer(
+    stack: Settings, pg_dsn: str, pg_schema: str, topic_names: dict[str, str]
+) -> BatchWriter:
+    """A writer (no NOTIFY) that owns partition 0 of the test's compacted topic, nothing stored yet."""
     writer = BatchWriter(
         dsn=pg_dsn,
         schema=pg_schema,
@@ -206,8 +201,21 @@ def test_a_bad_row_in_a_copied_round_is_dead_lettered_and_its_round_stays_invisi
         producer=Producer(producer_config(stack.kafka_bootstrap_servers)),
         notify=False,
     )
+    writer.assign([0], {})
+    return writer
+
+
+def test_a_bad_row_in_a_copied_round_is_dead_lettered_and_its_round_stays_invisible(
+    stack: Settings, pg_dsn: str, pg_conn: psycopg.Connection, pg_schema: str, topic_names: dict[str, str]
+) -> None:
+    good = synthetic_thread(U)
+    bad_round = synthetic_round(T, 1, T0)
+    bad_tool = json.loads(bad_round[2].to_bytes())
+    bad_tool["raw"] = {"line": "NUL \u0000 here"}  # a valid event; jsonb cannot store U+0000
+    records = [e.to_bytes() for e in good] + [e.to_bytes() for e in bad_round]
+    records[len(good) + 2] = json.dumps(bad_tool).encode()
+    writer = partition_0_writer(stack, pg_dsn, pg_schema, topic_names)
     try:
-        writer.assign([0], {})
         outcome = writer.write([Incoming(0, k, b"k", value, 0.0) for k, value in enumerate(records)])
     finally:
         writer.close()
@@ -275,17 +283,8 @@ def test_a_wrong_token_count_on_an_event_is_logged_and_the_projections_own_count
         policy="headline",
     )
     records = [e.to_bytes() for e in [*round_, wrong]]
-    writer = BatchWriter(
-        dsn=pg_dsn,
-        schema=pg_schema,
-        group="g",
-        topic=topic_names["compacted"],
-        dlq_topic=topic_names["dlq"],
-        producer=Producer(producer_config(stack.kafka_bootstrap_servers)),
-        notify=False,
-    )
+    writer = partition_0_writer(stack, pg_dsn, pg_schema, topic_names)
     try:
-        writer.assign([0], {})
         prepared = prepare([Incoming(0, k, b"k", v, 0.0) for k, v in enumerate(records)])
         with caplog.at_level("WARNING", logger="projector.writer"):
             outcome = writer.write_prepared(prepared)
