@@ -20,7 +20,6 @@ from typing import Any
 from schemas import tokens
 from schemas.events import canonical_json
 from schemas.tokens import count_value_tokens
-from services.compactor import loki
 from services.compactor.registry import COMPACTOR_VERSION, DEFAULT_BUDGETS, compact_tool_result
 from services.seed import generate_loki, seed_incident
 
@@ -29,7 +28,6 @@ TARGET_MS = 5.0
 
 
 def _clear_caches() -> None:
-    loki._shapes.clear()
     tokens._segment_tokens.clear()
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from services.runtime.settings import REPO_ROOT, Settings
 
 ORDER = [
+    "compactor_quality",
     "compactor_core",
     "compactor_stream",
     "projector",

@@ -1,15 +1,17 @@
 """Short fact lines read off a compact digest, values copied verbatim (never recomputed).
 
-Used twice: by the re-render policy (a headline keeps the digest's strongest facts)
-and by the local deterministic model (its claims are these lines, so every number
-it cites is one the digest holds).
+Used twice: by the re-render policy (a headline keeps the digest's strongest facts) and by the
+local deterministic model (its claims are these lines, so every number it cites is one the
+digest holds). A digest lists its items as text lines, most telling first (errors, then the
+largest or most salient), under one section key (`patterns`, `series`, `events`, `spans`...);
+so its strongest facts are its first lines, whatever the tool.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-_SEVERE = {"fatal": 0, "critical": 0, "error": 1, "warn": 2, "warning": 2}
+_NOT_SECTIONS = frozenset({"evidence", "summary", "window", "omitted", "streams", "labels", "objects"})
 
 
 def _clip(text: str, width: int = 90) -> str:
@@ -17,71 +19,27 @@ def _clip(text: str, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _log_facts(compact: dict[str, Any]) -> list[str]:
-    patterns = [p for p in compact.get("patterns") or [] if isinstance(p, dict)]
-    ranked = sorted(
-        patterns, key=lambda p: (_SEVERE.get(str(p.get("level", "")).lower(), 3), -int(p.get("n") or 0))
-    )
-    facts = []
-    for p in ranked[:3]:
-        facts.append(
-            f"{p.get('n')}x '{_clip(p.get('line', ''), 70)}' from {p.get('first')} to {p.get('last')}"
-        )
-    return facts
+def _lines(compact: dict[str, Any]) -> list[str]:
+    """The digest's item lines, in its own order: the first list of strings it holds."""
+    for key, value in compact.items():
+        if key in _NOT_SECTIONS or not isinstance(value, list):
+            continue
+        lines = [str(v) for v in value if isinstance(v, str)]
+        if lines:
+            return lines
+    return []
 
 
-def _metric_facts(compact: dict[str, Any]) -> list[str]:
-    facts = []
-    metric = compact.get("metric", "metric")
-    for s in [s for s in compact.get("series") or [] if isinstance(s, dict)][:2]:
-        labels = s.get("labels") or {}
-        who = labels.get("pod") or labels.get("instance") or render_labels(labels)
-        peak = s.get("max") or []
-        peak_text = f" peaked at {peak[2]} at {peak[3]}" if isinstance(peak, list) and len(peak) >= 4 else ""
-        facts.append(f"{metric} of {who}{peak_text}, {s.get('trend', '')}".rstrip(", "))
-    return facts
-
-
-def _event_facts(compact: dict[str, Any]) -> list[str]:
-    events = [e for e in compact.get("events") or [] if isinstance(e, dict) and e.get("type") == "Warning"]
-    events.sort(key=lambda e: (0 if "OOM" in str(e.get("reason")) else 1, -int(e.get("count") or 0)))
-    return [
-        f"{e.get('reason')} on {e.get('object')}: {e.get('events')} events from {e.get('first')} to {e.get('last')}"
-        for e in events[:2]
-    ]
-
-
-def _trace_facts(compact: dict[str, Any]) -> list[str]:
-    spans = [s for s in compact.get("spans") or [] if isinstance(s, dict) and s.get("status") == "ERROR"]
-    facts = []
-    for s in reversed(spans[-2:]):  # the deepest failing span first: nearest the cause
-        facts.append(
-            f"span {s.get('svc')} '{s.get('name')}' took {s.get('ms')} ms and failed: {_clip(s.get('message', ''), 60)}"
-        )
-    return facts
-
-
-def render_labels(labels: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-
-
-def salient_facts(compact: Any) -> list[str]:
-    """The strongest facts of a digest, by its shape; a re-rendered row yields its own line."""
+def salient_facts(compact: Any, most: int = 3) -> list[str]:
+    """The strongest facts of a digest; a re-rendered row yields its own line, an error its text."""
     if not isinstance(compact, dict):
         return [_clip(str(compact))] if compact else []
     if compact.get("re_rendered"):
         return [str(compact.get("headline") or compact.get("line") or "")]
-    for key, reader in (
-        ("patterns", _log_facts),
-        ("series", _metric_facts),
-        ("events", _event_facts),
-        ("spans", _trace_facts),
-    ):
-        if key in compact:
-            found = reader(compact)
-            if found:
-                return found
-    return [_clip(str(compact.get("summary") or compact))]
+    if isinstance(compact.get("error"), str):
+        return [_clip(compact["error"], 160)]
+    found = [_clip(line, 120) for line in _lines(compact)[:most]]
+    return found or [_clip(str(compact.get("summary") or compact))]
 
 
 def summary_of(compact: Any) -> str:

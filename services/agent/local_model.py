@@ -122,7 +122,9 @@ def _evidence(messages: Sequence[BaseMessage]) -> list[tuple[str, str, Any]]:
         eid = (
             prefix.group(1)
             if prefix
-            else str(digest.get("evidence_id") if isinstance(digest, dict) else m.id)
+            else str(
+                (digest.get("evidence") or digest.get("evidence_id")) if isinstance(digest, dict) else m.id
+            )
         )
         found.append((eid, str(calls.get(m.tool_call_id, {}).get("name", "tool")), digest))
     return found

@@ -1,98 +1,60 @@
-"""query_loki: a Loki `query_range` streams response -> patterns with counts (invariant 6).
+"""query_loki: a Loki `query_range` streams response -> patterns with exact counts (invariant 6).
 
-Lines are fingerprinted (numbers, ids, hex, uuids, timestamps and quoted values
-masked) and deduplicated into patterns BEFORE anything is dropped. Each pattern
-keeps its count, first and last timestamps (exact ISO from the raw nanoseconds)
-and its first line verbatim; error+ patterns are pinned and keep every distinct
-line verbatim. Pure and deterministic.
+Every line is cut into its header and its message (`log_anatomy`, learned per stream), and
+the messages are grouped into patterns (`log_patterns`) BEFORE anything is dropped. A pattern
+is one template at one level: its exact count, its first and last time, one verbatim exemplar
+(the message of its first line, header cut off) and the ranges of its variable fields
+(numbers min..max, otherwise how many distinct values). The level comes from the stream's
+labels (`level`, `detected_level`), else from the line's structure, else from its words.
+
+Order, which is also the order of what is kept: error-or-worse patterns, largest first
+(pinned); then the rest, largest first ("x198 in 76 seconds is itself diagnostic"), warnings
+counting double. Each pattern renders at five resolutions (exemplar and ranges; exemplar;
+opening and distinctive words with first/last; the same without times; fewer words); the
+tersest keeps the count, the level, the opening words and the pattern's most distinctive
+words, copied as they appear (digits as `*`).
+Pure and deterministic.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from services.compactor.log_anatomy import (
+    ERROR_RANK,
+    LEVEL_RANK,
+    HeaderShape,
+    keyword_level,
+    learn_header,
+    level_name,
+    split_line,
+)
+from services.compactor.log_patterns import WILD, mine_words, word_spans
 from services.compactor.model import Draft, Item, RawFormatError
-from services.compactor.timefmt import iso_from_ns
+from services.compactor.timefmt import Clock
 
 TOOL = "query_loki"
-
-# One pass, one literal replacement (no per-match Python call): a quoted value after `=`/`:`
-# (with its `=`/`:`), or a "word" (letters, digits, . - + /) holding a digit, matched only
-# from a word start so the engine never retries inside it, or a digit-free hex run of 12+.
-_MASK = re.compile(
-    r'[=:]\s?"[^"\\]*(?:\\.[^"\\]*)*"'
-    r"|(?<![\w.+/\-])(?=[\w.+/\-]*\d)[\w.+/\-]+"
-    r"|\b[0-9a-fA-F]{12,}\b"
-)
-_LEVEL_HINT = re.compile("fatal|panic|emerg|crit|err|warn")  # cheap prefilter on the lowercased line
-_LEVEL_WORDS = re.compile(
-    r"\b(fatal|panic|emerg|emergency|crit|critical|error|err|warn|warning)\b", re.IGNORECASE
-)
-_WORD_LEVEL = {
-    "fatal": "fatal",
-    "panic": "fatal",
-    "emerg": "fatal",
-    "emergency": "fatal",
-    "crit": "critical",
-    "critical": "critical",
-    "error": "error",
-    "err": "error",
-    "warn": "warn",
-    "warning": "warn",
-}
-LEVEL_RANK = {"info": 1, "warn": 2, "error": 3, "critical": 4, "fatal": 5}
-ERROR_RANK = LEVEL_RANK["error"]
-_LABEL_KEYS = ("level", "detected_level", "severity", "lvl", "log_level")
+_LABEL_KEYS = ("detected_level", "level", "severity", "lvl", "log_level")
+_LEVEL_TAG = {"warn": "WARN", "error": "ERROR", "critical": "CRIT", "fatal": "FATAL"}
+_NUMBER = re.compile(r"^([+-]?\d+(?:\.\d+)?)([A-Za-z%µ]*)$")
+_EXEMPLAR_CHARS = 400  # the richest form: a long line is cut here, with the count of what follows
+_SHORT_CHARS = 160
+_MAX_VARS = 4
+_LABEL_CHARS = 40
 
 
-def fingerprint(line: str) -> str:
-    """The pattern of a line: every variable part masked to `<*>`."""
-    return _MASK.sub("<*>", line)
-
-
-# Swapping one digit for another changes neither a line's fingerprint (a digit stays a word
-# character, a hex digit and a digit) nor its level (level words are letters). So lines that differ
-# only in their numbers, the bulk of any log, share one entry, keyed by the line with its digits
-# zeroed; bytes.translate does that in C. Pure, so the cache is safe across calls; bounded.
-_ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
-_SHAPE_CACHE_MAX = 50_000
-_shapes: dict[bytes, tuple[str, str]] = {}
-
-
-def line_shape(line: str) -> tuple[str, str]:
-    """(fingerprint, level) of a line, cached by its digit-zeroed bytes."""
-    key = line.encode("utf-8", "surrogatepass").translate(_ZERO_DIGITS)
-    shape = _shapes.get(key)
-    if shape is None:
-        if len(_shapes) >= _SHAPE_CACHE_MAX:
-            _shapes.clear()
-        shape = _shapes[key] = (fingerprint(line), line_level(line))
-    return shape
-
-
-def line_level(line: str) -> str:
-    """The most severe level word in a line (`info` when none)."""
-    if _LEVEL_HINT.search(line.lower()) is None:
-        return "info"  # fast path: no level word can match
-    best = "info"
-    for word in _LEVEL_WORDS.findall(line):
-        level = _WORD_LEVEL[word.lower()]
-        if LEVEL_RANK[level] > LEVEL_RANK[best]:
-            best = level
-    return best
-
-
-def _label_level(stream: Mapping[str, Any]) -> str:
+def _label_level(labels: Mapping[str, Any]) -> str | None:
     for key in _LABEL_KEYS:
-        value = stream.get(key)
+        value = labels.get(key)
         if isinstance(value, str):
-            level = _WORD_LEVEL.get(value.lower())
-            if level:
+            level = level_name(value)
+            if level is not None:
                 return level
-    return "info"
+    return None
 
 
 def _entry_ns(value: Any) -> int:
@@ -110,29 +72,14 @@ def _entry_ns(value: Any) -> int:
     raise RawFormatError(f"query_loki: timestamp {value!r} is neither integer nanoseconds nor RFC 3339")
 
 
-def _parse_entries(raw: list[Any]) -> list[tuple[int, int, str, str]]:
-    """Grafana MCP's `query_loki_logs` shape: a list of {timestamp, line, labels}."""
-    entries = []
-    for index, entry in enumerate(raw):
-        if not isinstance(entry, dict) or not isinstance(entry.get("line"), str):
-            raise RawFormatError(f"query_loki: entry {index} is not a {{timestamp, line, labels}} log entry")
-        labels = entry.get("labels") or {}
-        entries.append(
-            (
-                _entry_ns(entry.get("timestamp")),
-                0,
-                entry["line"],
-                _label_level(labels if isinstance(labels, dict) else {}),
-            )
-        )
-    entries.sort(key=lambda e: (e[0], e[1]))
-    return entries
+Entry = tuple[int, int, str]  # (ns, stream index, line)
 
 
-def parse(raw: Any) -> list[tuple[int, int, str, str]]:
-    """(ns, stream index, line, label level) for every entry; RawFormatError if not a streams response.
+def parse(raw: Any) -> tuple[list[Entry], list[dict[str, str]]]:
+    """(entries sorted by time, the labels of each stream); RawFormatError if not a streams response.
 
-    Also accepts a list of `{timestamp, line, labels}` entries (Grafana's MCP `query_loki_logs`).
+    Also accepts a list of `{timestamp, line, labels}` entries (Grafana's MCP `query_loki_logs`),
+    each entry its own stream of labels.
     """
     if isinstance(raw, list) and raw and all(isinstance(e, dict) and "line" in e for e in raw):
         return _parse_entries(raw)
@@ -144,14 +91,15 @@ def parse(raw: Any) -> list[tuple[int, int, str, str]]:
     result = data.get("result")
     if not isinstance(result, list):
         raise RawFormatError("query_loki: expected data.result to be a list of streams")
-    entries: list[tuple[int, int, str, str]] = []
+    entries: list[Entry] = []
+    streams: list[dict[str, str]] = []
     for s_index, stream in enumerate(result):
         if not isinstance(stream, dict) or not isinstance(stream.get("values"), list):
             raise RawFormatError(f"query_loki: stream {s_index} has no 'values' list")
         labels = stream.get("stream") or {}
         if not isinstance(labels, dict):
             raise RawFormatError(f"query_loki: stream {s_index} labels are not an object")
-        label_level = _label_level(labels)
+        streams.append({str(k): str(v) for k, v in labels.items()})
         for value in stream["values"]:
             if not isinstance(value, list) or len(value) < 2 or not isinstance(value[1], str):
                 raise RawFormatError(f"query_loki: stream {s_index} has an entry that is not [ns, line]")
@@ -161,55 +109,369 @@ def parse(raw: Any) -> list[tuple[int, int, str, str]]:
                 raise RawFormatError(
                     f"query_loki: timestamp {value[0]!r} is not integer nanoseconds"
                 ) from None
-            entries.append((ns, s_index, value[1], label_level))
+            entries.append((ns, s_index, value[1]))
     entries.sort(key=lambda e: (e[0], e[1]))
-    return entries
+    return entries, streams
+
+
+def _parse_entries(raw: list[Any]) -> tuple[list[Entry], list[dict[str, str]]]:
+    entries: list[Entry] = []
+    streams: list[dict[str, str]] = []
+    index_of: dict[tuple[tuple[str, str], ...], int] = {}
+    for index, entry in enumerate(raw):
+        if not isinstance(entry, dict) or not isinstance(entry.get("line"), str):
+            raise RawFormatError(f"query_loki: entry {index} is not a {{timestamp, line, labels}} log entry")
+        labels = entry.get("labels") or {}
+        key = tuple(sorted((str(k), str(v)) for k, v in labels.items())) if isinstance(labels, dict) else ()
+        if key not in index_of:
+            index_of[key] = len(streams)
+            streams.append(dict(key))
+        entries.append((_entry_ns(entry.get("timestamp")), index_of[key], entry["line"]))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    return entries, streams
 
 
 class _Pattern:
-    __slots__ = ("first", "last", "level", "lines", "n")
+    __slots__ = ("first", "last", "level", "members", "template")
 
-    def __init__(self, ns: int, line: str, level: str) -> None:
-        self.n = 0
-        self.first = ns
-        self.last = ns
+    def __init__(self, template: tuple[str, ...], level: str) -> None:
+        self.template = template
         self.level = level
-        self.lines: dict[str, None] = {line: None}
+        self.members: list[int] = []
+        self.first = 0
+        self.last = 0
+
+
+# Lines that differ only in their digits are read alike (header cut, level, words: see
+# `log_patterns.word_spans`), so each such family is read once per raw. Not so where a digit is a
+# level (`{"level":50`, `level=40`, a syslog `<PRI>`): those lines are always read.
+_ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_DIGIT_SAFE = re.compile(r"(?!\s*[{<])(?!.*(?i:lo?g?_?le?ve?l|severity)[\"']?\s*[=:]\s*[\"']?\d)")
+_Reading = tuple[str, int, str, tuple[str, ...], list[tuple[int, int]]]
+
+
+def _read(line: str, shape: HeaderShape, label_level: str | None) -> _Reading:
+    """(the message, where it starts in the line or -1 when it is rewritten (a JSON line), the
+    level, the masked words, the word spans) of one line."""
+    anatomy = split_line(line, shape)
+    message = anatomy.message if anatomy.message.strip() else line
+    start = len(line) - len(message) if line.endswith(message) else -1
+    level = label_level or anatomy.level or keyword_level(message)
+    masked, spans = word_spans(message)
+    return message, start, level, tuple(masked), spans
+
+
+def _patterns(
+    entries: Sequence[Entry], streams: Sequence[Mapping[str, str]]
+) -> tuple[list[_Pattern], list[str], list[list[str]]]:
+    """Patterns (one template at one level), the messages and the raw words of every entry."""
+    shapes: dict[int, HeaderShape] = {}
+    by_stream: dict[int, list[str]] = {}
+    for _, s_index, line in entries:
+        by_stream.setdefault(s_index, []).append(line)
+    for s_index, lines in by_stream.items():
+        shapes[s_index] = learn_header(lines)
+    label_levels = [_label_level(labels) for labels in streams]
+    messages: list[str] = []
+    levels: list[str] = []
+    masked: list[tuple[str, ...]] = []
+    raws: list[list[str]] = []
+    seen: dict[tuple[int, bytes], _Reading] = {}
+    for _, s_index, line in entries:
+        family = (s_index, line.encode("utf-8", "surrogatepass").translate(_ZERO_DIGITS))
+        reading = seen.get(family) if _DIGIT_SAFE.match(line) else None
+        if reading is None or reading[1] < 0:
+            reading = _read(line, shapes[s_index], label_levels[s_index])
+            seen[family] = reading
+        message, start, level, words_masked, spans = reading
+        message = line[start:] if start >= 0 else message
+        messages.append(message)
+        levels.append(level)
+        masked.append(words_masked)
+        raws.append([message[a:b] for a, b in spans])
+    out: dict[tuple[tuple[str, ...], str], _Pattern] = {}
+    for group in mine_words(masked):
+        for index in group.members:
+            key = (group.template, levels[index])
+            pattern = out.get(key)
+            if pattern is None:
+                pattern = out[key] = _Pattern(group.template, levels[index])
+            pattern.members.append(index)
+    patterns = list(out.values())
+    for pattern in patterns:
+        pattern.members.sort()
+        pattern.first = entries[pattern.members[0]][0]
+        pattern.last = entries[pattern.members[-1]][0]
+    return patterns, messages, raws
+
+
+def _fields(pattern: _Pattern, raws: Sequence[Sequence[str]]) -> tuple[list[str], frozenset[str]]:
+    """The ranges of the variable fields that vary (`port 1024..65535`, `user 5 distinct`: named by
+    the constant word before them; numbers as their raw min and max, anything else as how many
+    distinct values), and every word the pattern's lines all share (its template's constants and
+    the values that happen to be the same on every line)."""
+    out: list[str] = []
+    fixed = {w.removeprefix("=") for w in pattern.template if not w.endswith(WILD)}  # `=false`: a value
+    for pos, word in enumerate(pattern.template):
+        if not word.endswith(WILD):
+            continue
+        values = [raws[i][pos] for i in pattern.members if pos < len(raws[i])]
+        distinct = set(values)
+        if len(distinct) < 2:
+            fixed.update(distinct)
+            continue
+        if len(out) >= _MAX_VARS:
+            continue
+        name = next(
+            (w.strip(".") for w in reversed(pattern.template[:pos]) if not w.endswith(WILD) and w.strip(".")),
+            f"#{pos}",
+        )
+        out.append(f"{name[:24]} {_range(distinct)}")
+    return out, frozenset(fixed)
+
+
+def _range(distinct: set[str]) -> str:
+    parsed = [_NUMBER.match(v) for v in distinct]
+    if all(parsed) and len({p.group(2) for p in parsed if p}) == 1:
+        ordered = sorted(distinct, key=lambda v: float(_NUMBER.match(v).group(1)))  # type: ignore[union-attr]
+        return f"{ordered[0]}..{ordered[-1]}"
+    return f"{len(distinct)} distinct"
+
+
+def _clip(text: str, limit: int) -> str:
+    """The text up to `limit` characters (at a word boundary), and how much was cut."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    cut = cut if cut > limit // 2 else limit
+    return f"{text[:cut]}…(+{len(text) - cut} chars)"
+
+
+_CHUNK = re.compile(r"(\s+|,(?=\S))")
+_DIGITS = re.compile(r"\d+")
+_WORDLIKE = re.compile(r"[A-Za-z]{3}")  # a chunk that holds a word, not only an id or a number
+_WORDS = re.compile(r"[^\s=,;:()\[\]{}\"'|<>]+")  # as log_patterns cuts words
+_DOTTED = re.compile(r"^([A-Za-z_][\w$]*\.){2,}[A-Za-z_][\w$]*:?$")
+
+
+def _package(match: re.Match[str]) -> str:
+    """`org.apache.hadoop.ipc.Client:` -> `Client:` (a logger's class; its package is in the raw)."""
+    return match.group(0).rsplit(".", 1)[-1]
+
+
+def _shape(chunk: str) -> str:
+    """How a chunk reads in a terse form: digit runs as `*` (`[DFSClient_NONMAPREDUCE_*_*]`), a
+    dotted Java/Go package path as its class (`Client:`), the rest as written."""
+    if _DOTTED.match(chunk):
+        return _DOTTED.sub(_package, chunk)
+    return _DIGITS.sub("*", chunk)
+
+
+def _keywords(
+    message: str, opening: int, rare: int, spread: Counter[str], constant: frozenset[str] = frozenset()
+) -> str:
+    """The opening words of a message and its most distinctive words (fewest other patterns hold
+    them, among the words every line of the pattern has: `constant`), in their order, `…` where
+    words were skipped; digits shown as `*`, so a terse form says which message it is, never
+    which values (the counts and ranges say that)."""
+    pieces = _CHUNK.split(message.strip())
+    chunks = pieces[0::2]
+    seps = pieces[1::2]
+    if len(chunks) <= opening + rare + 1:
+        return _clip(" ".join(_DOTTED.sub(_package, c) for c in message.strip().split(" ")), _SHORT_CHARS)
+    wordy = [i for i, c in enumerate(chunks) if _WORDLIKE.search(c)]
+    keep = set(wordy[:opening])
+    fixed = [
+        i
+        for i in wordy
+        if len(chunks[i]) <= 60
+        and {w for w in _WORDS.findall(chunks[i]) if not _DIGITS.search(w)} <= constant
+    ]
+    # rarest first; a path or URL names an object, not the message, so it comes last
+    rank = sorted(
+        fixed,
+        key=lambda i: (
+            "/" in chunks[i] or "\\" in chunks[i],
+            spread[_shape(chunks[i])],
+            -sum(ch.isalpha() for ch in chunks[i]),
+            i,
+        ),
+    )
+    for i in rank:
+        if len(keep) >= opening + rare:
+            break
+        keep.add(i)
+    out = ""
+    last = -1
+    for i in sorted(keep):
+        if i != last + 1:
+            out += " ... " if out else "... "
+        elif out:
+            out += " " if seps[i - 1].isspace() else seps[i - 1]
+        out += _shape(chunks[i])[:60]
+        last = i
+    if last != len(chunks) - 1:
+        out += " ..."
+    return out
+
+
+def _stream_labels(streams: Sequence[Mapping[str, str]], used: set[int]) -> str | None:
+    """Labels every stream shares, and how many values the others take: `{app=x, pod: 4 values}`."""
+    present = [streams[i] for i in sorted(used)]
+    if len(present) < 2:  # one stream: its labels are the query's own selector
+        return None
+    keys = sorted({k for s in present for k in s})
+    parts = []
+    for key in keys:
+        values = {s.get(key, "") for s in present}
+        if len(values) == 1:
+            parts.append(f"{key}={next(iter(values))[:_LABEL_CHARS]}")
+        else:
+            parts.append(f"{key}: {len(values)} values")
+    return f"{len(present)} streams {{{', '.join(parts)}}}"
 
 
 def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft:
-    entries = parse(raw)
-    patterns: dict[str, _Pattern] = {}
-    for ns, _, line, label_level in entries:
-        fp, level = line_shape(line)
-        if LEVEL_RANK[label_level] > LEVEL_RANK[level]:
-            level = label_level
-        pat = patterns.get(fp)
-        if pat is None:
-            pat = patterns[fp] = _Pattern(ns, line, level)
-        pat.n += 1
-        pat.last = ns
-        if LEVEL_RANK[level] > LEVEL_RANK[pat.level]:
-            pat.level = level
-        if LEVEL_RANK[level] >= ERROR_RANK:
-            pat.lines[line] = None
+    entries, streams = parse(raw)
+    if not entries:
+        header = {"evidence": evidence_id, "summary": "0 lines"}
+        return Draft(headers=(header,), section="patterns", kind="patterns", unit="lines", items=())
+    patterns, messages, raws = _patterns(entries, streams)
+    clock = Clock(entries[0][0], entries[-1][0])
+    spread: Counter[str] = Counter()
+    for pattern in patterns:
+        spread.update({_shape(c) for c in _CHUNK.split(messages[pattern.members[0]].strip())[0::2]})
+    pinned = sorted(
+        (p for p in patterns if LEVEL_RANK[p.level] >= ERROR_RANK),
+        key=lambda p: (-len(p.members), -LEVEL_RANK[p.level], p.first),
+    )
+    rest = sorted(
+        (p for p in patterns if LEVEL_RANK[p.level] < ERROR_RANK),
+        key=lambda p: (-_salience(p), p.first),
+    )
     items: list[Item] = []
-    for index, pat in enumerate(patterns.values(), start=1):
-        error = LEVEL_RANK[pat.level] >= ERROR_RANK
-        lines = list(pat.lines) if error else [next(iter(pat.lines))]
-        first, last = iso_from_ns(pat.first), iso_from_ns(pat.last)
-        body: dict[str, Any] = {"n": pat.n, "first": first, "last": last}
-        if pat.level != "info":
-            body["level"] = pat.level
-        if len(lines) == 1:
-            body["line"] = lines[0]
-        else:
-            body["lines"] = lines
-        items.append(Item(id=f"p{index}", body=body, n=pat.n, pinned=error, level=pat.level, first=first))
-    header: dict[str, Any] = {
-        "evidence_id": evidence_id,
-        "summary": f"{len(entries)} lines, {len(patterns)} distinct patterns",
-        "window": [iso_from_ns(entries[0][0]), iso_from_ns(entries[-1][0])] if entries else [],
-        "more": f"get_evidence({evidence_id})",
-    }
-    return Draft(header=header, section="patterns", unit="lines", levels=(tuple(items),))
+    for index, pattern in enumerate([*pinned, *rest], start=1):
+        n = len(pattern.members)
+        exemplar = messages[pattern.members[0]].strip()
+        tag = f" {_LEVEL_TAG[pattern.level]}" if pattern.level in _LEVEL_TAG else ""
+        if tag and level_name(exemplar.split(maxsplit=1)[0]) == pattern.level:
+            tag = ""  # `error: ...`, `FATAL ERROR: ...`: the line says its level itself
+        times = clock.span(pattern.first, pattern.last)
+        head = f"{n}× {times}{tag} "
+        ranges, fixed = _fields(pattern, raws)
+        forms = [
+            head + _clip(exemplar, _EXEMPLAR_CHARS) + (f" [{'; '.join(ranges)}]" if ranges else ""),
+            head + _clip(exemplar, _SHORT_CHARS),
+            head + _keywords(exemplar, 4, 3, spread, fixed),
+            f"{n}×{tag} " + _keywords(exemplar, 4, 3, spread, fixed),
+            f"{n}×{tag} " + _keywords(exemplar, 2, 2, spread, fixed),
+        ]
+        items.append(
+            Item(
+                id=f"p{index}",
+                forms=tuple(dict.fromkeys(forms)),  # equal forms collapse
+                n=n,
+                level=pattern.level,
+                pinned=LEVEL_RANK[pattern.level] >= ERROR_RANK,
+                salience=float(_salience(pattern)),
+                first=clock.at(pattern.first),
+            )
+        )
+    coarser = _coarser(items[: len(pinned)], pinned, messages, clock)
+    by_level = Counter(p.level for p in patterns for _ in p.members)
+    levels = ", ".join(f"{lv} {by_level[lv]}" for lv in sorted(by_level, key=lambda lv: -LEVEL_RANK[lv]))
+    summary = f"{len(entries)} lines, {len(patterns)} patterns ({levels})"
+    labels = _stream_labels(streams, {s for _, s, _ in entries})
+    rich: dict[str, Any] = {"evidence": evidence_id, "summary": summary, "window": clock.window()}
+    if labels:
+        rich["streams"] = labels
+    headers = (
+        rich,
+        {"evidence": evidence_id, "summary": summary, "window": clock.window()},
+        {"evidence": evidence_id, "summary": f"{len(entries)} lines, {len(patterns)} patterns"},
+    )
+    return Draft(
+        headers=headers,
+        section="patterns",
+        kind="patterns",
+        unit="lines",
+        items=tuple(items),
+        coarser=coarser,
+    )
+
+
+# How many of the largest error patterns stay whole in each coarser variant: never fewer than one,
+# so the largest error is never folded to make room for anything less severe.
+_FINE_KEPT = (16, 8, 4, 1)
+
+
+def _coarser(
+    fine: list[Item], pinned: list[_Pattern], messages: Sequence[str], clock: Clock
+) -> tuple[tuple[Item, ...], ...]:
+    """The error patterns at coarser grains: the largest `k` stay whole, the rest fold into groups by
+    level and first word (`34× FATAL ciod: … (12 patterns)`), or at the coarsest into one group per
+    level. Every error line stays counted in a shown item, so none is dropped (invariant 6)."""
+    variants: list[tuple[Item, ...]] = []
+    for k in _FINE_KEPT:
+        if k >= len(pinned):
+            continue
+        for by_word in (True, False):
+            groups: dict[tuple[str, str], list[int]] = {}
+            for index in range(k, len(pinned)):
+                pattern = pinned[index]
+                word = pattern.template[0] if by_word and pattern.template else ""
+                groups.setdefault((pattern.level, word), []).append(index)
+            folded = [
+                fine[members[0]]
+                if len(members) == 1
+                else _folded(
+                    level,
+                    word,
+                    [pinned[i] for i in members],
+                    messages,
+                    clock,
+                    f"c{k}{'w' if by_word else 'l'}{j}",
+                )
+                for j, ((level, word), members) in enumerate(groups.items())
+            ]
+            folded.sort(key=lambda it: -it.n)
+            variants.append((*fine[:k], *folded))
+    return tuple(variants)
+
+
+def _folded(
+    level: str, word: str, members: list[_Pattern], messages: Sequence[str], clock: Clock, id_: str
+) -> Item:
+    n = sum(len(p.members) for p in members)
+    first = min(p.first for p in members)
+    last = max(p.last for p in members)
+    tag = _LEVEL_TAG.get(level, level.upper())
+    opening = _shape(messages[members[0].members[0]].split(maxsplit=1)[0]) if word else "other"
+    what = f"{opening} … ({len(members)} patterns)"
+    return Item(
+        id=id_,
+        forms=(f"{n}× {clock.span(first, last)} {tag} {what}", f"{n}× {tag} {what}"),
+        n=n,
+        level=level,
+        pinned=True,
+        first=clock.at(first),
+        weight=0.5 if word else 0.2,  # a group named by its first word says more than "other"
+        members=len(members),
+    )
+
+
+def _salience(pattern: _Pattern) -> int:
+    """Line count; a warning counts double (more telling than info of the same size)."""
+    return len(pattern.members) * (2 if pattern.level == "warn" else 1)
+
+
+def line_patterns(raw: Any) -> list[tuple[str, int]]:
+    """(line, the index of its pattern) for every entry of a raw: the grouping the digest is made of,
+    for measuring it against labels (benchmarks/bench_compactor_quality.py)."""
+    entries, streams = parse(raw)
+    patterns, _, _ = _patterns(entries, streams)
+    of = {}
+    for index, pattern in enumerate(patterns):
+        for member in pattern.members:
+            of[member] = index
+    return [(entries[i][2], of[i]) for i in range(len(entries))]

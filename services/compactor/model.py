@@ -1,8 +1,9 @@
 """The shapes every compactor shares: items (digest candidates), drafts, errors.
 
-A compactor is a pure function `draft(raw, alert_context, evidence_id) -> Draft`.
-It never decides what fits the budget: the call path in `registry` renders the
-draft, counts its tokens and, only when over budget, asks a selector for ids.
+A compactor is a pure function `draft(raw, alert_context, evidence_id) -> Draft`. It finds
+everything worth saying and says it at several resolutions; it never decides what fits the
+budget. The call path (`registry`, through `fit`) renders the draft, counts tokens itself,
+degrades resolution before it drops anything, and counts exactly what it leaves out.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ class RawFormatError(ValueError):
 
 
 class BudgetExceeded(RuntimeError):
-    """The digest is over its budget after every fallback (invariant 7)."""
+    """The digest is over its budget after every fallback (invariant 7).
+
+    A guard, not a path: for every raw that parses and every budget at or above `BUDGET_FLOOR`
+    the fitter finds a digest (property tests show this never fires there)."""
 
     def __init__(self, tool: str, tokens: int, budget: int) -> None:
         super().__init__(
@@ -28,35 +32,54 @@ class BudgetExceeded(RuntimeError):
         self.budget = budget
 
 
+# The smallest budget for which every built-in compactor always fits (invariant 7), with an
+# evidence id of up to 64 characters (ours are `thread_ts:round:node:i`, about 30).
+BUDGET_FLOOR = 120
+
+
 @dataclass(frozen=True)
 class Item:
-    """One droppable-or-pinned unit of a digest (a log pattern, a series, a span, an event group).
+    """One unit of a digest that can be kept or left out: a log pattern, a series, a span group.
 
-    `body` is rendered verbatim; `n` is what it counts (lines, events...), reported
-    even when the item is dropped; `pinned` items (error+) are never dropped.
+    `forms` are its renderings, richest first; the last (tersest) still names what it is and its
+    count, so keeping an item at any form keeps its facts. `n` is what it counts (lines,
+    samples, spans, occurrences) and `level` its severity: an item left out is still counted,
+    by level. `pinned` items (error or worse) come before every unpinned one, so an error is
+    never dropped while something less severe is shown. `salience` orders unpinned items for
+    the local selector (higher first).
     """
 
     id: str
-    body: Mapping[str, Any]
+    forms: tuple[Any, ...]
     n: int = 1
-    pinned: bool = False
     level: str = "info"
+    pinned: bool = False
+    salience: float = 0.0
     first: str | None = None
+    weight: float = 1.0  # how fully it shows its n (a coarse group of patterns shows them at half)
+    members: int = 1  # how many of the draft's `kind` it stands for (a group of 30 similar series: 30)
 
 
 @dataclass(frozen=True)
 class Draft:
     """Everything a compactor found, before the budget is applied.
 
-    `levels` holds the same items at decreasing resolution (level 0 = most detail);
-    the call path tries each in turn before any selection. `fallback`, when set,
-    renders a last-resort digest for a given budget (passthrough truncation).
+    `headers` are the digest's fixed fields at decreasing resolution; the last one is small and
+    bounded (it must fit the floor together with the omitted counts). `section` is the key of
+    the item list, `kind` names an item (patterns, series, groups) and `unit` what `n` counts.
+    `coarser` holds replacements for the pinned items, each covering every pinned unit at a
+    coarser grain (the largest errors alone, the rest folded into groups): the call path takes
+    the one whose kept items are worth the most (`fit._worth`: units shown x weight x severity), so the tail
+    of a thousand small error patterns folds into groups instead of crowding out everything else.
+    `fallback`, when set, renders a last-resort digest for a budget (passthrough truncation).
     """
 
-    header: Mapping[str, Any]
+    headers: tuple[Mapping[str, Any], ...]
     section: str
+    kind: str
     unit: str
-    levels: tuple[tuple[Item, ...], ...]
+    items: tuple[Item, ...]
+    coarser: tuple[tuple[Item, ...], ...] = ()
     fallback: Callable[[int], dict[str, Any]] | None = field(default=None, compare=False)
 
 

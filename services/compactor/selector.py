@@ -32,6 +32,7 @@ class Candidate:
     pinned: bool
     tokens: int
     first: str | None = None
+    salience: float = 0.0
 
 
 @runtime_checkable
@@ -42,12 +43,16 @@ class Selector(Protocol):
 
 
 class LocalDeterministicSelector:
-    """A rule, not a model: most severe first, then rarest, then earliest; greedy fill.
+    """A rule, not a model: the salience policy every compactor documents. Used by tests, the demo
+    and whenever no model is configured.
 
-    Rarest first because the frequent patterns (health checks, access logs) are the
-    baseline and the rare ones are the anomaly; dropped ones are still counted in the
-    digest. Candidates that do not fit are skipped (a smaller one after them may
-    still fit). Used by tests, the demo and whenever no model is configured.
+    Pinned (error+) candidates are always kept by the call path and cost nothing here. The rest
+    are ranked by the compactor's `salience` (Loki: line count, warnings double; Prometheus: how
+    far a series stands out: spike, step, saturation, deviation from its peers, the alert's
+    labels; pod events: occurrences, warnings first; Tempo: errors, then the critical path), then
+    by severity, then earliest, then id, and taken greedily while their tersest forms fit the
+    room (a smaller one after a skipped one may still fit). The call path keeps them in this
+    order and counts whatever it leaves out.
     """
 
     model = LOCAL_MODEL
@@ -55,7 +60,7 @@ class LocalDeterministicSelector:
     def select(self, candidates: list[Candidate], budget: int, context: dict[str, Any]) -> Selection:
         ranked = sorted(
             (c for c in candidates if not c.pinned),
-            key=lambda c: (-LEVEL_RANK.get(c.level, 1), c.n, c.first or "", c.id),
+            key=lambda c: (-c.salience, -LEVEL_RANK.get(c.level, 1), c.first or "", c.id),
         )
         kept: list[str] = []
         left = budget
@@ -64,7 +69,7 @@ class LocalDeterministicSelector:
                 kept.append(cand.id)
                 left -= cand.tokens
         return Selection(
-            ids=kept, reason="severity, then rarest, then earliest; greedy within budget", model=self.model
+            ids=kept, reason="salience, then severity, then earliest; greedy within budget", model=self.model
         )
 
 
@@ -108,6 +113,7 @@ class OpenAISelector:
                     "level": c.level,
                     "pinned": c.pinned,
                     "tokens": c.tokens,
+                    "salience": c.salience,
                     "text": c.text,
                 }
             )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from schemas.events import (
     CompactedToolResult,
@@ -22,11 +23,13 @@ from schemas.events import (
     canonical_json,
     parse_event,
 )
+from schemas.tokens import count_tokens, count_value_tokens
 from services.compactor.registry import (
     COMPACTOR_VERSION,
     BudgetExceeded,
     CompactOutcome,
     RawFormatError,
+    budget_for,
     compact_tool_result,
     version_for,
 )
@@ -58,11 +61,16 @@ class Compacted:
 
 @dataclass(frozen=True)
 class Dead:
-    """Could not be processed: goes to the dead-letter topic."""
+    """Could not be processed: goes to the dead-letter topic.
+
+    `answer`, for a tool result that parsed but could not be compacted, is a `CompactedToolResult`
+    whose compact is a truthful tool error: it goes to the compacted topic like any digest, so
+    the agent waiting for it gets an answer and its round goes on (issue 14, item 8)."""
 
     letter: DeadLetter
     thread_ts: str | None = None
     message_id: str | None = None
+    answer: bytes | None = None
 
 
 Result = Forward | Compacted | Dead
@@ -97,16 +105,8 @@ def compact_event(
         recorded_selection=previous,
         canonical_raw=canonical_raw,
     )
-    compacted = CompactedToolResult(
-        thread_ts=event.thread_ts,
-        message_id=event.message_id,
-        event_time=event.event_time,
-        round=event.round,
-        tool_call_id=event.tool_call_id,
-        tool=event.tool,
-        args=event.args,
-        raw=event.raw,
-        alert_context=event.alert_context,
+    compacted = _with_compact(
+        event,
         compact=outcome.compact,
         tokens=outcome.tokens,
         raw_tokens=outcome.raw_tokens,
@@ -118,6 +118,12 @@ def compact_event(
     record = outcome.selection if previous is None and outcome.selection is not None else None
     value = compacted_bytes(compacted, canonical_raw)
     return Compacted(value, compacted, outcome, key, record)
+
+
+def _with_compact(event: ToolResult, **fields: Any) -> CompactedToolResult:
+    """The tool result as a compacted event: every field it has, and the compaction's fields."""
+    own = {name: getattr(event, name) for name in ToolResult.model_fields if name != "type"}
+    return CompactedToolResult(**own, **fields)
 
 
 def compacted_bytes(event: CompactedToolResult, canonical_raw: str) -> bytes:
@@ -174,20 +180,58 @@ def process(
         try:
             result = compact_event(event, recorded=recorded, selector=selector, budget=budget)
         except RawFormatError as exc:
-            return dead(f"raw format: {exc}", ts, mid)
+            return _unanswerable(dead(f"raw format: {exc}", ts, mid), event, budget)
         except BudgetExceeded as exc:
-            return dead(f"budget exceeded: {exc}", ts, mid)
+            return _unanswerable(dead(f"budget exceeded: {exc}", ts, mid), event, budget)
         except Exception as exc:  # a compactor bug must not stop the partition behind it
-            return dead(f"compactor error: {type(exc).__name__}: {exc}", ts, mid)
+            return _unanswerable(
+                dead(f"compactor error: {type(exc).__name__}: {exc}", ts, mid), event, budget
+            )
     size = len(result.value) + len(key or b"") + RECORD_OVERHEAD_BYTES
     if max_output_bytes is not None and size > max_output_bytes:
-        return dead(
+        letter = dead(
             f"output too large: {size} bytes with its key and batch overhead, over the output topic's "
             f"record limit of {max_output_bytes} bytes (max.message.bytes); the event stays on {topic}",
             ts,
             mid,
         )
+        if isinstance(event, ToolResult):  # answer without the raw, which stays on the source topic
+            where = {"not_kept": f"the raw stays on {topic} partition {partition} offset {offset}"}
+            return _unanswerable(letter, event.model_copy(update={"raw": where}), budget)
+        return letter
     return result
+
+
+ERROR_REASON_CHARS = 300
+
+
+def error_compact(reason: str, evidence_id: str) -> dict[str, str]:
+    """What the model sees of a tool result that could not be compacted: the truth, and where the raw is."""
+    if len(reason) > ERROR_REASON_CHARS:
+        reason = reason[: ERROR_REASON_CHARS - 1] + "…"
+    return {"error": f"could not be compacted: {reason}; raw kept as evidence {evidence_id}"}
+
+
+def _unanswerable(dead: Dead, event: ToolResult, budget: int | None) -> Dead:
+    """The dead letter, with a truthful error digest for the agent beside it (never a hung round).
+
+    The error is not a digest of the raw, so it is not cached as one: `compactor_version` marks it
+    (`error:` prefix), and a new compactor version re-derives a real digest on replay."""
+    canonical_raw = canonical_json(event.raw)
+    evidence_id = str(event.alert_context.get("evidence_id") or event.message_id)
+    compact = error_compact(dead.letter.reason, evidence_id)
+    tokens = count_value_tokens(compact)
+    answer = _with_compact(
+        event,
+        compact=compact,
+        tokens=tokens,
+        raw_tokens=count_tokens(event.raw if isinstance(event.raw, str) else canonical_raw),
+        raw_sha256=hashlib.sha256(canonical_raw.encode()).hexdigest(),
+        compactor_version=f"error:{version_for(event.tool)}",
+        budget=max(budget or budget_for(event.tool), tokens),
+        selection=None,
+    )
+    return Dead(dead.letter, dead.thread_ts, dead.message_id, compacted_bytes(answer, canonical_raw))
 
 
 # What a one-record batch adds to key + value on the wire (v2 batch header and record framing), rounded up.

@@ -124,6 +124,8 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
                 metrics.record_compacted(result.event.tool, result.outcome.raw_tokens, result.outcome.tokens)
             elif isinstance(result, Dead):
                 await dlq.send(key=msg.key, value=result.letter.to_bytes())
+                if result.answer is not None:  # the agent still gets a truthful tool error
+                    await compacted.send(key=msg.key, value=result.answer, partition=msg.partition)
                 metrics.events.labels(outcome="dead_letter").inc()
                 metrics.dead_letters.inc()
                 if result.letter.reason.startswith("budget exceeded"):

@@ -394,15 +394,9 @@ def test_model_input_counts_the_tool_schemas_sent_beside_the_messages() -> None:
 
 
 def test_a_headline_shrinks_to_its_own_line_keeping_calls_and_without_repeating_itself() -> None:
-    fact = {
-        "n": 198,
-        "level": "error",
-        "line": "FATAL ERROR: JS heap out of memory",
-        "first": "2026-03-14T03:12:44.187Z",
-        "last": "2026-03-14T03:14:01.902Z",
-    }
-    noise = [{"n": 20 + i, "level": "info", "line": f"GET /healthz 200 in {i} ms " * 3} for i in range(10)]
-    loki = {"summary": "412 lines", "patterns": [*noise, fact]}
+    fact = "198× 03:12:44–03:14:01 FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory"
+    noise = [f"{20 + i}× 03:00:00–03:10:00 GET /healthz 200 in {i} ms " * 3 for i in range(10)]
+    loki = {"evidence": f"{T}:1:tools:0", "summary": "412 lines", "patterns": [fact, *noise]}  # errors first
     rows = [
         ai_calls(f"{T}:1:investigate:0", ("c1", "query_loki", {"query": "q"})),
         row(f"{T}:1:tools:0", "tool", loki, call="c1"),
@@ -414,7 +408,11 @@ def test_a_headline_shrinks_to_its_own_line_keeping_calls_and_without_repeating_
     ]
     names = {f"{T}:1:tools:0": "query_loki"}
     first = {e.target_id: e for e in plan_rerenders(rows, 2, budget=1, now=NOW, tool_names=names).events}
-    assert first[f"{T}:1:tools:0"].compact["headline"].startswith("query_loki: 198x 'FATAL ERROR")
+    assert (
+        first[f"{T}:1:tools:0"]
+        .compact["headline"]
+        .startswith("query_loki: 198× 03:12:44–03:14:01 FATAL ERROR")
+    )
     cut = [row(r.id, r.role, first[r.id].compact, call=r.tool_call_id) if r.id in first else r for r in rows]
     # a round later, round 1's headlines become one line each, from their own text
     second = {e.target_id: e for e in plan_rerenders(cut, 3, budget=1, now=NOW, tool_names=names).events}

@@ -26,7 +26,10 @@ def test_compacts_the_seed_loki() -> None:
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert set(out) == {"tool", "compact", "tokens"} and out["tool"] == "query_loki"
-    assert out["tokens"] <= 300 and out["compact"]["summary"] == "412 lines, 6 distinct patterns"
+    assert (
+        out["tokens"] <= 300
+        and out["compact"]["summary"] == "412 lines, 6 patterns (fatal 198, warn 3, info 211)"
+    )
 
 
 def test_budget_flag() -> None:

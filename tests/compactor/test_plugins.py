@@ -38,7 +38,7 @@ def test_a_loaded_plugin_compacts_its_tools_with_its_own_version_and_budget(
     assert load_plugins(json.dumps({"shout": f"{PLUGINS}:upper"})) == {"shout": "test.1"}
     monkeypatch.setenv("COMPACTOR_TOOL_MAP", json.dumps({"loud_tool": "shout"}))
     out = compact_tool_result("loud_tool", {"lines": ["a", "b"]}, {})
-    assert out.compact["lines"] == [{"line": "A"}, {"line": "B"}]
+    assert out.compact["lines"] == ["A", "B"]
     assert out.budget == 120  # the module's BUDGET
     assert out.compactor_version == version_for("loud_tool") == f"{registry.COMPACTOR_VERSION}+shout.test.1"
     # A plugin's new version is a new replay key: a recorded selection of the old one is not reused.
@@ -86,7 +86,7 @@ def test_the_one_shot_cli_loads_plugins_too() -> None:
     argv = [sys.executable, "-m", "services.cli", "compact", "--tool", "loud_tool"]
     done = subprocess.run(argv, input='{"lines": ["x"]}', capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["compact"]["lines"] == [{"line": "X"}]
+    assert json.loads(done.stdout)["compact"]["lines"] == ["X"]
     env["COMPACTOR_PLUGINS"] = '{"shout": "nowhere:draft"}'
     done = subprocess.run(argv, input="{}", capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 1

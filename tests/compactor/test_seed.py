@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from schemas.events import canonical_json
 from schemas.tokens import count_value_tokens
 from services.compactor.registry import DEFAULT_BUDGETS, compact_tool_result
@@ -47,31 +49,31 @@ def test_seed_loki_compacts_to_300_with_every_fact() -> None:
     out = compact_tool_result("query_loki", s.loki, s.alert_context("1773458070.000100:1:tools:0"))
     assert DEFAULT_BUDGETS["query_loki"] <= 300
     assert out.tokens <= 300
-    patterns = {p.get("line"): p for p in out.compact["patterns"]}
-    fatal = patterns["FATAL ERROR: JS heap out of memory"]
-    assert (fatal["n"], fatal["first"], fatal["last"]) == (
-        198,
-        "2026-03-14T03:12:44.187Z",
-        "2026-03-14T03:14:01.902Z",
-    )
-    oom = next(p for p in out.compact["patterns"] if "OOMKilled" in p.get("line", ""))
-    assert oom["n"] == 3
-    assert patterns["payload cache size=48211 evictions=0"]["n"] == 21
-    assert out.compact["summary"] == "412 lines, 6 distinct patterns"
-    assert out.compact["more"] == "get_evidence(1773458070.000100:1:tools:0)"
-    kept = sum(p["n"] for p in out.compact["patterns"])
-    assert kept + out.compact["omitted"]["lines"] == 412
+    patterns = out.compact["patterns"]
+    assert patterns[0] == "198× 03:12:44–03:14:01 FATAL ERROR: JS heap out of memory"  # errors first
+    assert any(p.startswith("3× 03:12:46–03:14:02 Warning OOMKilled pod/checkout-api-") for p in patterns)
+    assert any(p.startswith("21× ") and p.endswith("payload cache size=48211 evictions=0") for p in patterns)
+    assert out.compact["summary"] == "412 lines, 6 patterns (fatal 198, warn 3, info 211)"
+    assert out.compact["window"] == "2026-03-14 03:00:04–03:14:08Z"
+    assert out.compact["evidence"] == "1773458070.000100:1:tools:0"
+    assert sum(int(p.split("×")[0]) for p in patterns) == 412 and "omitted" not in out.compact
 
 
 def test_seed_prometheus_trend_and_every_series() -> None:
+    """At 250 tokens every pod keeps its memory trend (rising ~33Mi/min from 03:02) and its maximum,
+    the raw sample string with the humanized form beside it; every series and sample is counted."""
     s = seed_incident()
-    out = compact_tool_result("query_prometheus", s.prometheus, s.alert_context())
-    assert len(out.compact["series"]) == 4
-    assert sum(x["trend"] == "rising ~33Mi/min from 03:02" for x in out.compact["series"]) >= 2
-    assert all(
-        x["trend"].startswith("rising ~3") and x["trend"].endswith("from 03:02")
-        for x in out.compact["series"]
-    )
+    out = compact_tool_result("query_prometheus", s.prometheus, s.alert_context(), budget=250)
+    assert out.tokens <= 250
+    assert out.compact["summary"] == "4 series, 240 samples" and "omitted" not in out.compact
+    assert out.compact["metric"] == "container_memory_working_set_bytes"
+    lines = out.compact["series"]
+    assert len(lines) == 4
+    for series in s.prometheus["data"]["result"]:
+        (line,) = [x for x in lines if x.startswith(f"{{pod={series['metric']['pod']}}}: ")]
+        top = max(series["values"], key=lambda p: float(p[1]))[1]
+        assert re.search(rf"max=last {top} \(\d+Mi\); .*rising ~3[34]Mi/min from 03:02:00", line), line
+    assert sum("rising ~33Mi/min from 03:02:00" in x for x in lines) >= 2
 
 
 def test_seed_all_four_fit_their_budgets() -> None:
@@ -87,19 +89,31 @@ def test_seed_all_four_fit_their_budgets() -> None:
 
 def test_seed_events_keep_oom_and_backoff() -> None:
     s = seed_incident()
-    out = compact_tool_result("get_pod_events", s.pod_events, s.alert_context())
-    reasons = {e["reason"]: e for e in out.compact["events"]}
-    assert reasons["OOMKilling"]["count"] == 3 and reasons["BackOff"]["count"] == 15
-    kept = sum(e["count"] for e in out.compact["events"])
-    assert kept + out.compact.get("omitted", {}).get("occurrences", 0) == sum(
-        i["count"] for i in s.pod_events["items"]
+    out = compact_tool_result("get_pod_events", s.pod_events, s.alert_context(), budget=150)
+    assert out.tokens <= 150
+    # Items read `N× [first–last] [Warning] Reason objects…`; the count leads every form.
+    heads = [re.match(r"^(\d+)×(?: [\d:–]+)?( Warning)? (\S+)", e) for e in out.compact["events"]]
+    assert all(heads), out.compact["events"]
+    reasons = {m.group(3): (int(m.group(1)), bool(m.group(2))) for m in heads if m}
+    assert reasons["OOMKilling"] == (3, True) and reasons["BackOff"] == (15, True)
+    omitted = re.match(
+        r"^\d+ groups, (\d+) occurrences", out.compact.get("omitted", "0 groups, 0 occurrences")
     )
+    assert omitted is not None
+    kept = sum(n for n, _ in reasons.values())
+    assert kept + int(omitted.group(1)) == sum(i["count"] for i in s.pod_events["items"])
 
 
 def test_seed_tempo_keeps_the_error_spans() -> None:
     s = seed_incident()
-    out = compact_tool_result("query_tempo", s.tempo, s.alert_context())
-    errors = [x for x in out.compact["spans"] if x.get("status") == "ERROR"]
-    assert len(errors) == 5
-    cache = next(x for x in errors if x["name"] == "payload-cache.set")
-    assert cache["message"] == "FATAL ERROR: JS heap out of memory" and cache["ms"] == 411.8
+    out = compact_tool_result("query_tempo", s.tempo, s.alert_context(), budget=250)
+    assert out.tokens <= 250
+    assert out.compact["summary"].startswith("57 spans, 6 services, 5 error spans; root ")
+    groups = [g for g in out.compact["groups"] if not g.startswith("critical path")]
+    errors = [g for g in groups if " ERROR " in g]
+    assert sum(int(g.split("×", 1)[0]) for g in errors) == 5  # every error span, none omitted
+    cache = next(g for g in errors if " payload-cache.set ERROR " in g)
+    assert '"FATAL ERROR: JS heap out of memory" 411.8ms' in cache
+    kept = sum(int(g.split("×", 1)[0]) for g in groups)
+    omitted = int(out.compact.get("omitted", "0 groups, 0 spans").split(", ")[1].split(" ")[0])
+    assert kept + omitted == 57

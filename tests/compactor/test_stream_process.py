@@ -23,13 +23,17 @@ TS = "1773458400.000100"
 
 
 def word(i: int) -> str:
-    """Distinct digit-free words, so each line is its own Loki pattern."""
     return string.ascii_lowercase[i // 26 % 26] + string.ascii_lowercase[i % 26] + "x"
 
 
 def loki(n: int, level: str = "info") -> dict[str, Any]:
+    """`n` lines, each its own Loki pattern: each is one word longer than the last."""
     values = [
-        [str(1773457200000000000 + i * 10**9), f"{level} worker {word(i)} finished batch"] for i in range(n)
+        [
+            str(1773457200000000000 + i * 10**9),
+            f"{level} worker finished " + " ".join(word(j) for j in range(i + 1)),
+        ]
+        for i in range(n)
     ]
     return {
         "status": "success",
@@ -97,7 +101,7 @@ def test_tool_result_becomes_a_compacted_event_with_raw_beside_compact() -> None
     assert out.raw == event.raw and out.message_id == event.message_id and out.thread_ts == TS
     assert out.raw_sha256 == raw_sha256(event.raw) and out.compactor_version == COMPACTOR_VERSION
     assert 0 < out.tokens <= out.budget and out.raw_tokens > out.tokens
-    assert out.compact["summary"] == "60 lines, 1 distinct patterns"
+    assert out.compact["summary"] == "60 lines, 1 patterns (info 60)"
     assert out.selection is None and result.record is None
 
 
@@ -128,15 +132,24 @@ def test_bad_records_become_dead_letters_with_reason_partition_offset() -> None:
         json.dumps({**good, "schema_version": 2}).encode(): "unsupported schema_version",
         json.dumps({**good, "type": "nope"}).encode(): "invalid event",
         tool_result({"data": {"resultType": "matrix", "result": []}}).to_bytes(): "raw format:",
-        tool_result(loki(40, "error")).to_bytes(): "budget exceeded:",
+        tool_result(loki(40, "error")).to_bytes(): "budget exceeded:",  # a budget far under the floor
     }
     for value, reason in cases.items():
-        result = run(value, budget=150)
+        result = run(value, budget=20)
         assert isinstance(result, Dead), reason
         letter = result.letter
         assert letter.reason.startswith(reason), (reason, letter.reason)
         assert (letter.partition, letter.offset, letter.key, letter.source_topic) == (3, 41, TS, "in")
         assert letter.payload == value.decode()
+        if reason.endswith(":"):  # a tool result that parsed: the agent still gets an answer
+            answer = parse_event(result.answer)
+            assert isinstance(answer, CompactedToolResult) and answer.message_id == f"{TS}:1:tools:0"
+            assert answer.compact == {
+                "error": f"could not be compacted: {letter.reason}; raw kept as evidence {TS}:1:tools:0"
+            }
+            assert answer.raw == json.loads(value)["raw"] and answer.compactor_version.startswith("error:")
+        else:
+            assert result.answer is None
     assert isinstance(run(None), Dead)
 
 
@@ -151,6 +164,11 @@ def test_a_raising_compactor_is_a_dead_letter_not_a_crash() -> None:
     assert isinstance(result, Dead)
     assert result.letter.reason == "compactor error: RuntimeError: model unavailable"
     assert result.message_id == f"{TS}:1:tools:0"
+    answer = parse_event(result.answer)
+    assert isinstance(answer, CompactedToolResult)
+    assert answer.compact["error"].startswith(
+        "could not be compacted: compactor error: RuntimeError: model unavailable"
+    )
 
 
 def test_selector_spec_loads_by_import_path_and_counts_calls() -> None:

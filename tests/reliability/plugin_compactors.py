@@ -22,15 +22,17 @@ def raising(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Dra
 
 
 def overshooting(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft:
-    """A compactor that pins far more than its budget: nothing it may drop would make it fit."""
+    """A compactor whose smallest header holds every line: nothing the call path may leave out
+    would make it fit, so only its guard (BudgetExceeded) can answer."""
     lines = [str(line) for line in raw.get("lines", [])] if isinstance(raw, dict) else [str(raw)]
-    items = tuple(Item(id=f"l{i}", body={"line": line}, pinned=True) for i, line in enumerate(lines))
-    return Draft(header={"evidence_id": evidence_id}, section="lines", unit="lines", levels=(items,))
+    header = {"evidence": evidence_id, "all": lines}
+    return Draft(headers=(header,), section="lines", kind="lines", unit="lines", items=())
 
 
 def upper(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft:
-    """A well-behaved one: the raw's lines, upper-cased, with the evidence pointer."""
+    """A well-behaved one: the raw's lines, upper-cased, each an item."""
     lines = [str(line).upper() for line in raw.get("lines", [])] if isinstance(raw, dict) else []
-    items = tuple(Item(id=f"l{i}", body={"line": line}) for i, line in enumerate(lines))
-    header = {"evidence_id": evidence_id, "more": f"get_evidence({evidence_id})"}
-    return Draft(header=header, section="lines", unit="lines", levels=(items,))
+    items = tuple(Item(id=f"l{i}", forms=(line,)) for i, line in enumerate(lines))
+    return Draft(
+        headers=({"evidence": evidence_id},), section="lines", kind="lines", unit="lines", items=items
+    )

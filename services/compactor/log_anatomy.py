@@ -1,0 +1,396 @@
+"""The anatomy of a log line: its header (time, host, pid, level, tag) and its message, and its level.
+
+Why: the header varies on every line (time, pid) or not at all (host), so it must neither split
+patterns nor be paid for on every exemplar; and the level must come from where the line says it
+(`ERROR` in the header, `level=error`, `"level":50`, Android's `E`, Apache's `[error]`), never
+from a word in the message (`INFO ... parity error corrected` is an info line).
+
+Nothing here knows a particular system. A stream's header is found from the stream itself:
+the longest run of leading token positions that, on most lines, hold a time-like or numeric
+token, a level, a separator or the same word on every line (a host name); and, where most
+lines carry a level token at one position, everything up to it (and any bracketed
+thread/context tokens right after it). Pure and deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+LEVEL_RANK = {"debug": 0, "info": 1, "warn": 2, "error": 3, "critical": 4, "fatal": 5}
+ERROR_RANK = LEVEL_RANK["error"]
+
+# Level names as systems write them (case-insensitive), to our six levels.
+_LEVEL_NAMES = {
+    "trace": "debug",
+    "debug": "debug",
+    "dbg": "debug",
+    "verbose": "debug",
+    "fine": "debug",
+    "finer": "debug",
+    "finest": "debug",
+    "info": "info",
+    "inf": "info",
+    "information": "info",
+    "informational": "info",
+    "notice": "info",
+    "config": "info",
+    "warn": "warn",
+    "warning": "warn",
+    "wrn": "warn",
+    "error": "error",
+    "err": "error",
+    "eror": "error",
+    "severe": "error",
+    "failure": "error",
+    "crit": "critical",
+    "critical": "critical",
+    "alert": "critical",
+    "fatal": "fatal",
+    "panic": "fatal",
+    "emerg": "fatal",
+    "emergency": "fatal",
+}
+# One-letter levels (Android logcat, klog, log4j short layouts): only trusted inside a header.
+_LETTER_LEVELS = {
+    "V": "debug",
+    "D": "debug",
+    "I": "info",
+    "W": "warn",
+    "E": "error",
+    "F": "fatal",
+    "A": "fatal",
+}
+# Numeric levels of JSON loggers (pino, bunyan): 10 trace ... 60 fatal.
+_NUMERIC_LEVELS = {10: "debug", 20: "debug", 30: "info", 40: "warn", 50: "error", 60: "fatal"}
+# Syslog severities (RFC 5424), from a `<PRI>` prefix.
+_SYSLOG = ("fatal", "critical", "critical", "error", "warn", "info", "info", "debug")
+
+_DECORATED_LEVEL = re.compile(r"^[\[<(]?([A-Za-z]{3,13})[\])>]?:?$")
+_KEYED_LEVEL = re.compile(
+    r"""^["']?(?:level|lvl|severity|loglevel|log_level|levelname)["']?[=:]["']?([A-Za-z]+|\d{2})["']?,?$""",
+    re.IGNORECASE,
+)
+_KLOG = re.compile(r"^([IWEF])\d{4}$")  # klog/glog: E0314 03:12:44.187 ...
+_SYSLOG_PRI = re.compile(r"^<(\d{1,3})>")
+MONTHS_DAYS = frozenset(
+    [
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "may",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+        "january",
+        "february",
+        "march",
+        "april",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "mon",
+        "tue",
+        "wed",
+        "thu",
+        "fri",
+        "sat",
+        "sun",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ]
+)
+_SEPARATORS = frozenset({"-", "|", ":", "--", "::", "-|", "||", "*", "#"})
+_DIGIT = re.compile(r"\d")
+# A header token: a bracketed group (may hold spaces: `[Sun Dec 04 04:47:44 2005]`), else a run of
+# non-space, non-pipe characters, else a pipe.
+_HEADER_TOKEN = re.compile(r"\[[^\]\n]{0,240}\]:?|[^\s|]+|\|")
+MAX_HEADER_TOKENS = 14
+_HEADER_SHARE = 0.8  # a position is header when it looks like one on this share of the lines
+_LEVEL_SHARE = 0.5  # a level position must hold a level on this share of the lines
+_MIN_LINES = 8  # fewer lines than this learn no header beyond the level
+_JSON_TIME_KEYS = ("time", "ts", "timestamp", "@timestamp", "t", "date", "datetime")
+_JSON_LEVEL_KEYS = ("level", "lvl", "severity", "loglevel", "log_level", "levelname", "severity_text")
+
+
+def level_name(word: str) -> str | None:
+    """`ERROR`, `[error]`, `Warning:`, `level=warn`, `<crit>` -> our level name; None if not a level."""
+    keyed = _KEYED_LEVEL.match(word)
+    if keyed:
+        value = keyed.group(1)
+        if value.isdigit():
+            return _NUMERIC_LEVELS.get(int(value))
+        return _LEVEL_NAMES.get(value.lower())
+    decorated = _DECORATED_LEVEL.match(word)
+    if decorated:
+        return _LEVEL_NAMES.get(decorated.group(1).lower())
+    return None
+
+
+def _token_level(token: str, in_header: bool) -> str | None:
+    level = level_name(token)
+    if level is None and in_header:
+        bare = token.strip("[]<>():")
+        if len(bare) == 1:
+            level = _LETTER_LEVELS.get(bare)
+        else:
+            klog = _KLOG.match(token)
+            level = _LETTER_LEVELS[klog.group(1)] if klog else None
+    return level
+
+
+def header_tokens(line: str) -> list[tuple[int, int]]:
+    """(start, end) of the first MAX_HEADER_TOKENS tokens of a line."""
+    spans = []
+    for match in _HEADER_TOKEN.finditer(line):
+        spans.append(match.span())
+        if len(spans) >= MAX_HEADER_TOKENS:
+            break
+    return spans
+
+
+def _kind(token: str) -> str:
+    """T: time or number-like, L: a level, S: a separator, B: bracketed, BT: bracketed time, W: a word."""
+    bracketed = token[:1] in "[(<" and token.rstrip(":")[-1:] in "])>"
+    if _DIGIT.search(token):  # the hot path: most header tokens are times and numbers
+        if (token[:1] in "IWEF" and _KLOG.match(token)) or (
+            ("=" in token or ":" in token) and _KEYED_LEVEL.match(token)
+        ):
+            return "L"
+        return "BT" if bracketed else "T"
+    kind = _WORD_KINDS.get(token)
+    if kind is None:
+        if _token_level(token, True) is not None:
+            kind = "L"
+        elif token.lower().strip(",.") in MONTHS_DAYS:
+            kind = "BT" if bracketed else "T"
+        elif token in _SEPARATORS:
+            kind = "S"
+        else:
+            kind = "B" if bracketed else "W"
+        if len(_WORD_KINDS) < 50_000:  # digit-free tokens repeat (hosts, tags): remember them
+            _WORD_KINDS[token] = kind
+    return kind
+
+
+_WORD_KINDS: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class HeaderShape:
+    """What a stream's lines share: how many leading tokens may be header, and the level block.
+
+    `level_at`..`level_end` (exclusive) is the level token and the bracketed thread/context tokens
+    right after it; on a line whose level sits at `level_at`, everything up to `level_end` is header.
+    """
+
+    length: int
+    level_at: int | None
+    level_end: int
+    constants: tuple[str | None, ...]
+
+
+def learn_header(lines: Sequence[str]) -> HeaderShape:
+    """The header shape of one stream's lines (see the module docstring)."""
+    step = max(1, len(lines) // 256)  # a sample of a few hundred lines is enough to learn a layout
+    sample = [line for line in lines[::step] if not line.lstrip().startswith("{")]
+    if not sample:
+        return HeaderShape(0, None, 0, ())
+    toks = [[line[a:b] for a, b in header_tokens(line)] for line in sample]
+    kinds = [[_kind(t) for t in row] for row in toks]
+    total = len(sample)
+    constants: list[str | None] = []
+    length = 0
+    words_seen = 0
+    # A few lines cannot tell a header from a message that repeats: only the level block then.
+    for i in range(MAX_HEADER_TOKENS if total >= _MIN_LINES else 0):
+        column = [row[i] for row in toks if len(row) > i + 1]  # a header is followed by a message
+        if len(column) < _HEADER_SHARE * total:
+            break
+        mode, mode_n = Counter(column).most_common(1)[0]
+        constant = mode if mode_n >= _HEADER_SHARE * len(column) else None
+        like = sum(
+            1
+            for row, kind in zip(toks, kinds, strict=True)
+            if len(row) > i + 1 and _header_like(row[i], kind[i], constant)
+        )
+        if like < _HEADER_SHARE * total:
+            break
+        if constant is not None and _kind(constant) == "W":
+            words_seen += 1
+            if words_seen > 1:  # a header names its host once; a run of fixed words is a message
+                break
+        constants.append(constant if constant is not None and _kind(constant) == "W" else None)
+        length = i + 1
+    # A header ends on a time, a number, a level or a separator: words the same on most lines
+    # at its end are the stream's most common message, not its header.
+    while length and constants[length - 1] is not None:
+        length -= 1
+    del constants[length:]
+    level_at, level_end = None, 0
+    positions = Counter(
+        next((i for i, k in enumerate(kind[: MAX_HEADER_TOKENS - 1]) if k == "L"), -1) for kind in kinds
+    )
+    position, hits = max(positions.items(), key=lambda kv: (kv[0] >= 0, kv[1], -kv[0]))
+    if position >= 0 and hits >= _LEVEL_SHARE * total:
+        level_at, level_end = position, position + 1
+        while level_end < MAX_HEADER_TOKENS:
+            after = [k[level_end] for k in kinds if len(k) > level_end + 1 and k[position] == "L"]
+            if not after or sum(k in ("B", "BT", "S") for k in after) < _HEADER_SHARE * len(after):
+                break
+            level_end += 1
+        if level_end > length:
+            constants.extend([None] * (level_end - length))
+            length = level_end
+    return HeaderShape(length, level_at, level_end, tuple(constants[:length]))
+
+
+def _header_like(token: str, kind: str, constant: str | None) -> bool:
+    return kind in ("T", "BT", "L", "S") or (constant is not None and token == constant)
+
+
+@dataclass(frozen=True)
+class Anatomy:
+    """A line cut in two: `header` (dropped from exemplars), `message` (kept verbatim), and its level."""
+
+    header: str
+    message: str
+    level: str | None  # None: the line's structure names no level
+
+
+def split_line(line: str, shape: HeaderShape) -> Anatomy:
+    """Cut `line` by its stream's header shape; take the level from the line's structure."""
+    if line.lstrip().startswith("{"):
+        return _split_json(line)
+    spans = header_tokens(line)
+    tokens = [line[a:b] for a, b in spans]
+    conforms = (
+        shape.level_at is not None
+        and len(tokens) > shape.level_end
+        and _token_level(tokens[shape.level_at], True) is not None
+    )
+    cut = 0
+    # A stream whose lines carry their level at one place: a line without it there has another
+    # layout (a continuation, a stack frame, a runtime's own message) and keeps its whole text.
+    limit = shape.length if conforms or shape.level_at is None else 0
+    for i in range(min(limit, len(tokens) - 1)):
+        constant = shape.constants[i] if i < len(shape.constants) else None
+        if not ((conforms and i < shape.level_end) or _header_like(tokens[i], _kind(tokens[i]), constant)):
+            break
+        cut = i + 1
+    level = next((lv for t in tokens[:cut] if (lv := _token_level(t, True)) is not None), None)
+    if cut and not any(_kind(t) in ("T", "BT") for t in tokens[:cut]):
+        cut = 0  # no time, number or pid: `FATAL ERROR: JS heap ...` is all message
+    if cut:
+        while cut < len(tokens) - 1 and tokens[cut] in _SEPARATORS:  # `... INFO [thread] - message`
+            cut += 1
+    if level is None:
+        # a level word or `level=` pair opening the message: `FATAL ERROR: ...`, `panic: ...`, logfmt
+        for token in tokens[cut : cut + 6]:
+            level = _token_level(token, False)
+            if level is not None or "=" not in token:
+                break
+    if level is None:
+        pri = _SYSLOG_PRI.match(line)
+        if pri and int(pri.group(1)) < 192:
+            level = _SYSLOG[int(pri.group(1)) % 8]
+    start = spans[cut][0] if cut else 0
+    return Anatomy(line[:start].rstrip(), line[start:], level)
+
+
+_JSON_HEADER_KEYS = frozenset((*_JSON_TIME_KEYS, *_JSON_LEVEL_KEYS, "pid", "hostname", "v"))
+_JSON_MESSAGE_KEYS = ("msg", "message", "event", "error", "err")
+
+
+def _split_json(line: str) -> Anatomy:
+    """A JSON log line: the level from its level key (names, or pino/bunyan numbers); its message
+    written as `msg key=value ...` (nested keys dotted), every value as it appears, without the
+    time, level, pid and hostname that every line of it carries (shown once, elsewhere)."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return Anatomy("", line, None)
+    if not isinstance(value, dict):
+        return Anatomy("", line, None)
+    level = None
+    for key in _JSON_LEVEL_KEYS:
+        raw = value.get(key)
+        if isinstance(raw, bool):
+            continue
+        if isinstance(raw, int):
+            level = _NUMERIC_LEVELS.get(raw)
+        elif isinstance(raw, str):
+            level = _LEVEL_NAMES.get(raw.lower()) or (
+                _NUMERIC_LEVELS.get(int(raw)) if raw.isdigit() else None
+            )
+        if level is not None:
+            break
+    parts: list[str] = []
+    for key in _JSON_MESSAGE_KEYS:
+        if isinstance(value.get(key), str):
+            parts.append(value[key])
+            break
+    said = parts and key
+    for path, leaf in _leaves(value, ""):
+        if path in _JSON_HEADER_KEYS or path == said:
+            continue
+        parts.append(f"{path}={leaf}")
+    return Anatomy("", " ".join(parts) or line, level)
+
+
+def _leaves(value: Any, prefix: str) -> list[tuple[str, str]]:
+    """(dotted key, value as JSON writes it) of every scalar in a JSON object."""
+    out: list[tuple[str, str]] = []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            out.extend(_leaves(child, f"{prefix}{key}." if isinstance(child, dict) else f"{prefix}{key}"))
+    elif isinstance(value, list):
+        out.append((prefix.rstrip("."), json.dumps(value, ensure_ascii=False, separators=(",", ":"))))
+    else:
+        out.append((prefix.rstrip("."), value if isinstance(value, str) else json.dumps(value)))
+    return out
+
+
+_KEYWORD = re.compile(r"\b(fatal|panic|emerg|crit|critical|error|err|warn|warning|exception|failed)\b", re.I)
+_KEYWORD_LEVEL = {
+    "fatal": "fatal",
+    "panic": "fatal",
+    "emerg": "fatal",
+    "crit": "critical",
+    "critical": "critical",
+    "error": "error",
+    "err": "error",
+    "exception": "error",
+    "warn": "warn",
+    "warning": "warn",
+    "failed": "warn",
+}
+
+
+def keyword_level(message: str) -> str:
+    """The fallback when a line's structure names no level: its most severe level word."""
+    best = "info"
+    for word in _KEYWORD.findall(message):
+        level = _KEYWORD_LEVEL[word.lower()]
+        if LEVEL_RANK[level] > LEVEL_RANK[best]:
+            best = level
+    return best
