@@ -56,35 +56,58 @@ def word_spans(message: str) -> tuple[list[str], list[tuple[int, int]]]:
     masked: list[str] = []
     spans: list[tuple[int, int]] = []
     for chunk in _CHUNK.finditer(message):
-        start = chunk.start()
+        base = chunk.start()
         text = chunk.group()
-        for empty in _EMPTY_PAIR.finditer(text):
-            _chunk_words(text, start, empty.start(), masked, spans)
-            masked.append(WILD)
-            spans.append((start + empty.start(), start + empty.start()))
-            start, text = start + empty.end(), text[empty.end() :]
-        _chunk_words(text, start, len(text), masked, spans)
+        key = text.translate(_ZERO)
+        words_of = _chunks.get(key)
+        if words_of is None:
+            if len(_chunks) >= _CHUNKS_MAX:
+                _chunks.clear()
+            words_of = _chunks[key] = _chunk_words(text)
+        masked.extend(words_of[0])
+        spans.extend((base + a, base + b) for a, b in words_of[1])
     lead = 0
     while lead < len(masked) - 1 and masked[lead] == WILD:
         lead += 1
     return masked[lead:], spans[lead:]
 
 
-def _chunk_words(text: str, base: int, end: int, masked: list[str], spans: list[tuple[int, int]]) -> None:
-    """The words of `text[:end]` (at `base` in the message): a `key=value` pair as its key's words
-    and its value, anything else as its words."""
-    eq = text.find("=", 0, end)
-    if 0 < eq < end - 1 and text[eq - 1].isalnum():
-        for word in _WORD.finditer(text, 0, eq):
+# A chunk's words depend on its digits only through where they are: chunks that differ only in
+# their digits share one entry (most chunks of a log repeat, or differ only in a number). Pure,
+# so the cache is safe across calls; bounded.
+_ZERO = str.maketrans("123456789", "000000000")
+_CHUNKS_MAX = 100_000
+_chunks: dict[str, tuple[tuple[str, ...], tuple[tuple[int, int], ...]]] = {}
+
+
+def _chunk_words(text: str) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
+    """The masked words of one chunk and their spans in it: an empty `()`/`[]`/`""` stands for an
+    absent value; a `key=value` pair is its key's words and its value."""
+    masked: list[str] = []
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for empty in _EMPTY_PAIR.finditer(text):
+        _part_words(text, pos, empty.start(), masked, spans)
+        masked.append(WILD)
+        spans.append((empty.start(), empty.start()))
+        pos = empty.end()
+    _part_words(text, pos, len(text), masked, spans)
+    return tuple(masked), tuple(spans)
+
+
+def _part_words(text: str, start: int, end: int, masked: list[str], spans: list[tuple[int, int]]) -> None:
+    eq = text.find("=", start, end)
+    if start < eq < end - 1 and text[eq - 1].isalnum():
+        for word in _WORD.finditer(text, start, eq):
             masked.append(_mask(word.group()))
-            spans.append((base + word.start(), base + word.end()))
+            spans.append(word.span())
         value = text[eq + 1 : end]
         masked.append("=" + (WILD if _variable(value) else value))
-        spans.append((base + eq + 1, base + end))
+        spans.append((eq + 1, end))
         return
-    for word in _WORD.finditer(text, 0, end):
+    for word in _WORD.finditer(text, start, end):
         masked.append(_mask(word.group()))
-        spans.append((base + word.start(), base + word.end()))
+        spans.append(word.span())
 
 
 def _variable(value: str) -> bool:
