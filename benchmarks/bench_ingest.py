@@ -28,6 +28,7 @@ from typing import IO, Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from schemas.ids import thread_key
 from schemas.topics import TOPICS, ensure_topics
 from services.ingest.slack_signature import sign
 from services.runtime.settings import REPO_ROOT, Settings
@@ -118,9 +119,10 @@ def _plan(n: int) -> list[Planned]:
             f"Content-Length: {len(body)}\r\nX-Slack-Request-Timestamp: {stamp}\r\n"
             f"X-Slack-Signature: {sign(SECRET, stamp, body)}\r\n\r\n"
         ).encode()
-        expected = [("events", f"{thread}:-:human:{ts}")]
+        key = thread_key("C0BENCH", thread)  # a thread is its channel and its ts
+        expected = [("events", f"{key}:-:human:{ts}")]
         if mention:
-            expected.append(("wake", f"{thread}:-:wake:{ts}"))
+            expected.append(("wake", f"{key}:-:wake:{ts}"))
         out.append(Planned(head + body, tuple(expected)))
     return out
 

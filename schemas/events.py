@@ -173,6 +173,22 @@ class ThreadPost(EventBase):
     model: str
 
 
+class SlackPostRecorded(EventBase):
+    """The bot's voice, on the record: a post's intent before the Slack call, its outcome after.
+
+    `post_id` is the event that was posted (a ThreadPost, or an alert that opened its thread:
+    `root`). `phase` is `intent` (about to call `chat.postMessage`), `posted` (Slack answered
+    with `slack_ts`) or `found` (after a crash, the tagged message was found in Slack: it had
+    been posted). A post with an outcome is never posted again, by any poster or replay."""
+
+    type: Literal["slack_post"] = "slack_post"
+    post_id: str = Field(min_length=1, max_length=512)
+    phase: Literal["intent", "posted", "found"]
+    channel: str = Field(min_length=1, max_length=64)
+    slack_ts: str | None = Field(default=None, max_length=32)
+    root: bool = False
+
+
 class RoundCommitted(EventBase):
     """Marks a round complete: its listed messages become visible together (invariant 3)."""
 
@@ -232,6 +248,7 @@ ThreadEvent = Annotated[
     | CompactedToolResult
     | JudgeVerdict
     | ThreadPost
+    | SlackPostRecorded
     | RoundCommitted
     | ReRendered
     | Wake,
@@ -247,6 +264,7 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     CompactedToolResult,
     JudgeVerdict,
     ThreadPost,
+    SlackPostRecorded,
     RoundCommitted,
     ReRendered,
     Wake,
@@ -303,6 +321,7 @@ __all__ = [
     "Role",
     "RoundCommitted",
     "Selection",
+    "SlackPostRecorded",
     "ThreadEvent",
     "ThreadPost",
     "ToolCall",

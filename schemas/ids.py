@@ -28,6 +28,31 @@ def parse_message_id(value: str) -> tuple[str, int | None, str, str]:
     return thread_ts, None if round_part == NULL_ROUND else int(round_part), node, i
 
 
+def voice_id(post_id: str, phase: str) -> str:
+    """The id of a post's intent or outcome record: `T:R:voice:<phase>.<node>.<i>` beside the post's."""
+    thread, round_, node, i = parse_message_id(post_id)
+    return message_id(thread, round_, "voice", f"{phase}.{node}.{i}")
+
+
+THREAD_KEY_SEPARATOR = "-"
+
+
+def thread_key(channel: str | None, ts: str) -> str:
+    """A Slack thread's identity in the pipeline: `C0123ABCD-1773458070.000100`.
+
+    A Slack ts is unique only within its channel, so a thread is (channel, ts). Channel ids are
+    letters and digits, a ts digits and one dot: the key holds neither ':' (the id separator)
+    nor an ambiguity. A thread whose channel is not known (rows projected before channels were
+    part of the key, an alert's own incident key) is its ts alone."""
+    return f"{channel}{THREAD_KEY_SEPARATOR}{ts}" if channel else ts
+
+
+def split_thread_key(key: str) -> tuple[str | None, str]:
+    """(channel, ts) of a thread key; channel None for a key that is a ts alone."""
+    channel, sep, ts = key.rpartition(THREAD_KEY_SEPARATOR)
+    return (channel, ts) if sep and channel else (None, key)
+
+
 def canonical_args_hash(args: dict[str, Any]) -> str:
     """Hash of a tool call's arguments in canonical form: the tool-digest cache key."""
     text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

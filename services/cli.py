@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "compactor": ("services.compactor.app", "run a compactor worker (faust-streaming)"),
     "projector": ("services.projector.main", "run the projector (Kafka -> Postgres)"),
     "agent": ("services.agent.main", "run the agent (wake consumer, LangGraph)"),
+    "slack": ("services.agent.voice.main", "run the Slack poster (the agent's voice, exactly once)"),
     "telemetry-mcp": ("services.agent.telemetry_mcp.server", "run the telemetry MCP server"),
     "replay": ("services.projector.replay", "re-derive the projection from the topics"),
     "show": ("services.projector.show", "print a thread's row-by-row table"),

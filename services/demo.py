@@ -92,14 +92,29 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, log: Path | N
     raise UserFacingError(f"step '{what}' timed out after {timeout:.0f}s{where}")
 
 
+def _await(check: Callable[[], Any], what: str, timeout: float, run: Run) -> Any:
+    """`wait_for` a check that returns its answer (None until then); the answer."""
+    found: list[Any] = []
+
+    def done() -> bool:
+        value = check()
+        if value is not None:
+            found.append(value)
+        return value is not None
+
+    wait_for(what, done, timeout, run.log("slack"), run)
+    return found[0]
+
+
 def log_has(path: Path, needle: str) -> Callable[[], bool]:
     return lambda: path.exists() and needle in path.read_text(errors="replace")
 
 
-def start(run: Run, name: str, args: list[str], env: dict[str, str]) -> None:
+def start(run: Run, name: str, args: list[str], env: dict[str, str], argv: list[str] | None = None) -> None:
+    """Start `incident-memory <name> args` (or `argv`), its output in the run's log of that name."""
     out = run.log(name).open("wb")
     run.procs[name] = subprocess.Popen(
-        [cli(), name, *args], stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        argv or [cli(), name, *args], stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
     )
 
 
@@ -134,14 +149,16 @@ def slack_envelope(event: dict[str, Any], event_id: str) -> dict[str, Any]:
     }
 
 
-def slack_event(kind: str, thread_ts: str, ts: str, user: str, text: str) -> dict[str, Any]:
+def slack_event(
+    kind: str, thread_ts: str, ts: str, user: str, text: str, channel: str = CHANNEL
+) -> dict[str, Any]:
     return {
         "type": kind,
         "user": user,
         "text": text,
         "ts": ts,
         "thread_ts": thread_ts,
-        "channel": CHANNEL,
+        "channel": channel,
         "event_ts": ts,
         **({"channel_type": "channel"} if kind == "message" else {}),
     }
@@ -177,6 +194,66 @@ def round_posted(dsn: str, schema: str, thread_ts: str, round_: int) -> Callable
         return bool(rec and rec[0])
 
     return check
+
+
+@dataclass(frozen=True)
+class SlackSide:
+    """Where the bot speaks: our stand-in (started here) or any Slack-compatible API from the env."""
+
+    api_url: str
+    bot_token: str
+    channel: str
+    ours: bool
+
+
+def slack_side(run: Run, env: dict[str, str], timeout: float) -> SlackSide:
+    """SLACK_API_URL + SLACK_BOT_TOKEN (+ SLACK_DEFAULT_CHANNEL) from the environment, else our stand-in."""
+    if os.environ.get("SLACK_API_URL"):
+        token = os.environ.get("SLACK_BOT_TOKEN", "")
+        channel = os.environ.get("SLACK_DEFAULT_CHANNEL", "")
+        if not token or not channel:
+            raise UserFacingError("with SLACK_API_URL set, set SLACK_BOT_TOKEN and SLACK_DEFAULT_CHANNEL too")
+        return SlackSide(os.environ["SLACK_API_URL"], token, channel, ours=False)
+    port, token = free_port(), f"xoxb-demo-{secrets.token_hex(8)}"
+    argv = [sys.executable, "-m", "deploy.local.slack_standin", "--port", str(port), "--bot-token", token,
+            "--app-token", f"xapp-demo-{secrets.token_hex(8)}", "--channel", CHANNEL]  # fmt: skip
+    start(run, "slack-standin", [], env, argv)
+    side = SlackSide(f"http://127.0.0.1:{port}/api/", token, CHANNEL, ours=True)
+    wait_for("Slack stand-in ready", lambda: _auth_ok(side), timeout, run.log("slack-standin"), run)
+    return side
+
+
+def _auth_ok(side: SlackSide) -> bool:
+    try:
+        answer = httpx.post(
+            f"{side.api_url}auth.test", headers={"Authorization": f"Bearer {side.bot_token}"}, timeout=1
+        )
+        return bool(answer.json().get("ok"))
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
+def recorded(dsn: str, schema: str, post_id: str) -> Callable[[], tuple[str, str] | None]:
+    """(channel, Slack ts) of a post once the poster's record of it is projected."""
+
+    def check() -> tuple[str, str] | None:
+        with db(dsn, schema) as conn:
+            row = conn.execute(
+                "SELECT channel, slack_ts FROM slack_posts WHERE post_id = %s AND phase <> 'intent'",
+                (post_id,),
+            ).fetchone()
+        return None if row is None else (str(row[0]), str(row[1]))
+
+    return check
+
+
+def thread_in_slack(side: SlackSide, channel: str, root_ts: str) -> list[dict[str, Any]]:
+    """The thread as Slack holds it (conversations.replies, with the metadata tags)."""
+    from slack_sdk import WebClient
+
+    web = WebClient(token=side.bot_token, base_url=side.api_url)
+    answer = web.conversations_replies(channel=channel, ts=root_ts, include_all_metadata=True, limit=200)
+    return [m for m in answer.get("messages") or [] if isinstance(m, dict)]
 
 
 def model_inputs(agent_log: Path) -> dict[int, list[tuple[str, int]]]:
@@ -265,12 +342,25 @@ def run(args: argparse.Namespace) -> int:
     seed = seed_incident()
     try:
         common = ["--dlq-topic", names["dlq"]]
+        side = slack_side(run_, env, t)
+        run_.step(
+            f"Slack: {'our stand-in' if side.ours else 'the Slack API'} at {side.api_url}, channel {side.channel}"
+        )
+        slack_env = {**env, "SLACK_API_URL": side.api_url, "SLACK_BOT_TOKEN": side.bot_token}
+        start(
+            run_,
+            "slack",
+            ["--events-topic", names["events"], "--group", f"demo.{run_.run_id}.slack", "--schema", run_.schema,
+             "--default-channel", side.channel],
+            slack_env,
+        )  # fmt: skip
         start(
             run_,
             "ingest",
-            ["--port", str(port), "--events-topic", names["events"], "--wake-topic", names["wake"], *common],
+            ["--port", str(port), "--events-topic", names["events"], "--wake-topic", names["wake"],
+             "--schema", run_.schema, *common],
             env,
-        )
+        )  # fmt: skip
         start(
             run_,
             "compactor",
@@ -334,6 +424,10 @@ def run(args: argparse.Namespace) -> int:
         run_.step("compactor ready (faust worker)")
         wait_for("agent ready", log_has(run_.log("agent"), "agent starting"), t, run_.log("agent"), run_)
         run_.step("agent ready")
+        wait_for(
+            "Slack poster ready", log_has(run_.log("slack"), "slack poster ready"), t, run_.log("slack"), run_
+        )
+        run_.step("Slack poster ready")
 
         with httpx.Client(base_url=base, timeout=10) as client:
             resp = client.post(
@@ -344,17 +438,24 @@ def run(args: argparse.Namespace) -> int:
                     f"step 'alertmanager webhook': ingest answered {resp.status_code}: {resp.text[:200]}"
                 )
             thread_ts = str(resp.json().get("thread_ts") or seed.thread_ts)
-            run_.step(f"alert sent through ingest (thread {thread_ts}); waiting for round 1")
+            run_.step(f"alert sent through ingest (incident {thread_ts}); waiting for its Slack thread")
+            root = _await(
+                recorded(dsn, run_.schema, f"{thread_ts}:-:alert:0"), "alert posted to Slack", t, run_
+            )
+            channel, root_ts = root
+            run_.step(f"the bot posted the alert: Slack thread {channel}/{root_ts}; waiting for round 1")
             wait_for("round 1", round_posted(dsn, run_.schema, thread_ts, 1), t, run_.log("agent"), run_)
-            run_.step("round 1 committed (investigate, hypothesis, judge, post)")
+            _await(recorded(dsn, run_.schema, f"{thread_ts}:1:post:0"), "round 1 posted to Slack", t, run_)
+            run_.step("round 1 committed (investigate, hypothesis, judge, post) and its questions posted")
             for i, human in enumerate(seed.humans):
                 kind = "app_mention" if human.mention else "message"
-                event = slack_event(kind, thread_ts, human.ts, human.user, human.text)
+                event = slack_event(kind, root_ts, human.ts, human.user, human.text, channel)
                 post_slack(client, secret, slack_envelope(event, f"Ev{run_.run_id.upper()}{i:03d}"))
-                label = "mention" if human.mention else "message"
-                run_.step(f"Slack {label} from {human.user} sent (signed)")
+                label = "mention" if human.mention else "reply"
+                run_.step(f"Slack {label} from {human.user} in the alert's thread sent (signed)")
             wait_for("round 2", round_posted(dsn, run_.schema, thread_ts, 2), t, run_.log("agent"), run_)
-            run_.step("round 2 committed")
+            _await(recorded(dsn, run_.schema, f"{thread_ts}:2:post:0"), "round 2 posted to Slack", t, run_)
+            run_.step("round 2 committed and its summary posted")
         with db(dsn, run_.schema) as conn:
             rows = fetch_rows(conn, thread_ts)
         print()
@@ -376,6 +477,14 @@ def run(args: argparse.Namespace) -> int:
             print(LOCAL_NOTE)
         else:
             print(f"model: {', '.join(sorted(used)) or 'unknown'}")
+        print()
+        print(
+            f"What the bot posted into the Slack thread {channel}/{root_ts}, in order (conversations.replies):"
+        )
+        for message in thread_in_slack(side, channel, root_ts):
+            tag = ((message.get("metadata") or {}).get("event_payload") or {}).get("event_id", "-")
+            first = str(message.get("text") or "").splitlines()[0][:100] if message.get("text") else ""
+            print(f"  {message.get('ts')}  [{tag}]  {first}")
         print(
             f"schema {run_.schema}; logs in {run_.root}; `incident-memory show {thread_ts} --schema {run_.schema}`"
         )

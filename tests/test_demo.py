@@ -61,3 +61,17 @@ def test_demo_prints_the_seed_table(stack: Settings, tmp_path: Path) -> None:
     assert "services stopped" in proc.stdout
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert not _running(run_dir)
+    # The bot spoke in one Slack thread, rooted at its alert post: the alert, the round-1
+    # questions, the round-2 summary, each once, each tagged with its event id.
+    spoke = re.search(
+        r"^What the bot posted into the Slack thread (\S+)/(\S+), in order.*\n((?:  .*\n?)+)",
+        proc.stdout,
+        re.M,
+    )
+    assert spoke, proc.stdout
+    lines = [line.split() for line in spoke.group(3).splitlines()]
+    assert lines[0][0] == spoke.group(2)  # the thread's root is the alert post
+    tags = [line[1].strip("[]") for line in lines]
+    assert [t.rsplit(":", 2)[-2:] for t in tags] == [["alert", "0"], ["post", "0"], ["post", "0"]]
+    assert [t.split(":")[1] for t in tags] == ["-", "1", "2"] and len(set(tags)) == 3
+    assert "Questions:" in spoke.group(3) and "Summary:" in spoke.group(3)

@@ -25,13 +25,14 @@ from schemas.events import (
     ReRendered,
     RoundCommitted,
     Selection,
+    SlackPostRecorded,
     ThreadPost,
     ToolCall,
     ToolResult,
     Wake,
     parse_event,
 )
-from schemas.ids import message_id
+from schemas.ids import message_id, split_thread_key, thread_key, voice_id
 
 T = "1700000000.000100"
 AT = datetime(2026, 3, 1, 12, 0, 5, tzinfo=UTC)
@@ -63,6 +64,9 @@ def samples() -> list[EventBase]:
                      questions=["which pod?"], hypothesis_id=message_id(T, 1, "hypothesis", 0), model="m"),
         ThreadPost(thread_ts=T, message_id=message_id(T, 1, "post", 0), event_time=AT, round=1, kind="questions",
                    text="which pod?", model="m"),
+        SlackPostRecorded(thread_ts=T, message_id=voice_id(message_id(T, 1, "post", 0), "posted"), event_time=AT,
+                          round=1, post_id=message_id(T, 1, "post", 0), phase="posted", channel="C0INC",
+                          slack_ts="1700000100.000200"),
         RoundCommitted(thread_ts=T, message_id=message_id(T, 1, "commit", 0), event_time=AT, round=1,
                        message_ids=[message_id(T, 1, "investigate", 0)]),
         ReRendered(thread_ts=T, message_id=message_id(T, 2, "rerender", 0), event_time=AT, round=2,
@@ -165,3 +169,13 @@ def test_dead_letter_round_trips() -> None:
     letter = DeadLetter(reason="not JSON", stage="projector", source_topic="incident.events", partition=0,
                         offset=7, key=T, payload="{trunc", event_time=AT)  # fmt: skip
     assert DeadLetter.model_validate_json(letter.to_bytes()) == letter
+
+
+def test_a_thread_is_its_channel_and_its_ts() -> None:
+    """A Slack ts is unique only within its channel: two channels with the same ts are two threads."""
+    a, b = thread_key("C0AAA", "1700000000.000100"), thread_key("C0BBB", "1700000000.000100")
+    assert a != b and split_thread_key(a) == ("C0AAA", "1700000000.000100")
+    assert ":" not in a  # ids split on ':'
+    assert message_id(a, 1, "post", 0).split(":", 1)[0] == a
+    assert split_thread_key("1700000000.000100") == (None, "1700000000.000100")  # a key of old, or an alert's
+    assert thread_key(None, "1700000000.000100") == "1700000000.000100"

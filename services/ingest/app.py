@@ -4,6 +4,10 @@ Every request is answered only after the broker acked all of its events (200), o
 when it did not within `ack_timeout_s` (Slack and Alertmanager both retry a 5xx, and the
 deterministic ids make the retry harmless). Bad input gets a 4xx with a JSON reason and
 produces nothing.
+
+A Slack Events API payload has one way through, `Ingest.accept_slack` (map, dedupe by event_id,
+produce), whether it came over HTTP (`/slack/events`, signed) or over Socket Mode
+(`socket_mode.py`, authenticated by the websocket): both give the same events and share one dedupe.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -28,6 +33,7 @@ from services.ingest import slack_signature
 from services.ingest.alerts import Window, map_webhook
 from services.ingest.config import IngestConfig
 from services.ingest.dedupe import TtlSet
+from services.ingest.directory import ThreadDirectory
 from services.ingest.emitter import Emitter
 from services.ingest.metrics import Metrics
 from services.ingest.planned import Planned, parse_json_object
@@ -41,6 +47,34 @@ log = logging.getLogger("incident_memory.ingest")
 # A background loop run beside the server (the alerts-topic consumer): called with a stop event.
 Worker = Callable[[threading.Event], None]
 
+OutcomeKind = Literal["produced", "duplicate", "ignored", "rejected", "challenge", "unavailable"]
+
+
+@dataclass(frozen=True)
+class SlackOutcome:
+    """What became of one Slack Events API payload, and how HTTP answers it (`status`, `body`).
+
+    Everything but `unavailable` is settled: Slack must not send it again (HTTP: 2xx or 4xx;
+    Socket Mode: ack). `unavailable` (the broker did not ack) is answered 503 / left unacked,
+    so Slack retries it."""
+
+    kind: OutcomeKind
+    status: int
+    body: dict[str, Any]
+
+    @property
+    def settled(self) -> bool:
+        return self.kind != "unavailable"
+
+
+class Companion(Protocol):
+    """An async way in that lives on the server's loop (Socket Mode): started once the producer
+    runs, stopped before it is flushed."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
 
 class Ingest:
     """The handlers and their state: the producer, the retry dedupe, the metrics."""
@@ -53,10 +87,12 @@ class Ingest:
         self.window = Window(config.window_before_s, config.window_after_s)
         self.seen = TtlSet(config.dedupe_ttl_s, config.dedupe_max_entries)
         self.inflight: dict[str, asyncio.Future[None]] = {}
+        self.directory = ThreadDirectory(config.directory_dsn, config.directory_schema)
 
     # --- endpoints ----------------------------------------------------------------------
 
     async def slack_events(self, request: Request) -> Response:
+        """Slack's Events API over HTTP: the signature and body checks, then `accept_slack`."""
         try:
             body = await self._read_body(request)
             timestamp = request.headers.get("x-slack-request-timestamp")
@@ -71,23 +107,35 @@ class Ingest:
             )
             if reason is not None:
                 raise Rejected(401, reason)
-            result = map_payload(parse_json_object(body), self.config.bot_user_id)
-        except ValidationError as exc:
-            return self._reject("slack", Rejected(400, "invalid_event", _first_error(exc)))
+            payload = parse_json_object(body)
         except Rejected as rejected:
             return self._reject("slack", rejected)
+        outcome = await self.accept_slack(payload, "slack", retry=request.headers.get("x-slack-retry-num"))
+        return self._answer("slack", outcome.status, outcome.body)
+
+    async def accept_slack(
+        self, payload: dict[str, Any], endpoint: str = "slack", retry: str | None = None
+    ) -> SlackOutcome:
+        """One authenticated Events API payload (HTTP body or Socket Mode envelope payload): map it,
+        drop it if its event_id was already acked (a retry), else produce its events and wait for
+        the broker's ack. Counts rejections and ignores under `endpoint`; never raises for input."""
+        try:
+            result = map_payload(payload, self.config.bot_user_id, self.directory.resolve)
+        except ValidationError as exc:
+            return self._rejected(endpoint, Rejected(400, "invalid_event", _first_error(exc)))
+        except Rejected as rejected:
+            return self._rejected(endpoint, rejected)
         except Ignored as ignored:
-            return self._ignore("slack", ignored)
+            self.metrics.ignored.labels(ignored.reason).inc()
+            return SlackOutcome("ignored", 200, {"ok": True, "ignored": ignored.reason})
         if isinstance(result, Challenge):
-            return self._answer("slack", 200, {"challenge": result.value})
-        if request.headers.get("x-slack-retry-num"):
+            return SlackOutcome("challenge", 200, {"challenge": result.value})
+        if retry:
             log.info(
                 "slack retry",
-                extra=about(
-                    None, None, event_id=result.event_id, retry=request.headers.get("x-slack-retry-num")
-                ),
+                extra=about(None, None, event_id=result.event_id, retry=retry, endpoint=endpoint),
             )
-        return await self._once(result.event_id, result.planned)
+        return await self._once(result.event_id, result.planned, endpoint)
 
     async def alertmanager(self, request: Request) -> Response:
         try:
@@ -104,7 +152,7 @@ class Ingest:
             return self._reject("alertmanager", rejected)
         failure = await self._deliver(group.planned, "alertmanager")
         if failure is not None:
-            return failure
+            return self._answer("alertmanager", 503, _unavailable(failure))
         return self._answer(
             "alertmanager",
             200,
@@ -127,7 +175,7 @@ class Ingest:
 
     # --- helpers ------------------------------------------------------------------------
 
-    async def _once(self, event_id: str, planned: list[Planned]) -> Response:
+    async def _once(self, event_id: str, planned: list[Planned], endpoint: str) -> SlackOutcome:
         """Produce a Slack event's events unless that event id was already acked (a retry)."""
         pending = self.inflight.get(event_id)
         if pending is not None:  # the same event is being produced right now: wait for its outcome
@@ -135,22 +183,22 @@ class Ingest:
                 await asyncio.wait_for(asyncio.shield(pending), self.config.ack_timeout_s)
         if event_id in self.seen:
             self.metrics.duplicates.inc()
-            return self._answer("slack", 200, {"ok": True, "duplicate": True, "event_id": event_id})
+            return SlackOutcome("duplicate", 200, {"ok": True, "duplicate": True, "event_id": event_id})
         mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.inflight[event_id] = mine
         try:
-            failure = await self._deliver(planned, "slack")
+            failure = await self._deliver(planned, endpoint)
             if failure is None:
                 self.seen.add(event_id)
         finally:
             self.inflight.pop(event_id, None)
             mine.set_result(None)
         if failure is not None:
-            return failure
-        return self._answer("slack", 200, {"ok": True, "event_id": event_id, "produced": len(planned)})
+            return SlackOutcome("unavailable", 503, _unavailable(failure))
+        return SlackOutcome("produced", 200, {"ok": True, "event_id": event_id, "produced": len(planned)})
 
-    async def _deliver(self, planned: list[Planned], endpoint: str) -> Response | None:
-        """None once the broker acked every event; a 503 response otherwise."""
+    async def _deliver(self, planned: list[Planned], endpoint: str) -> str | None:
+        """None once the broker acked every event; otherwise why not (the caller answers 503)."""
         started = time.perf_counter()
         try:
             futures = self.emitter.submit(planned)
@@ -161,19 +209,16 @@ class Ingest:
             self.metrics.produce_failures.labels(reason).inc()
             first = planned[0].event if planned else None
             log.warning(
-                "broker did not ack; answering 503",
+                "broker did not ack; answering 503 (Socket Mode: leaving it unacked)",
                 extra=about(
                     first.thread_ts if first else None,
                     first.message_id if first else None,
                     reason=reason,
                     detail=str(exc),
+                    endpoint=endpoint,
                 ),
             )
-            return self._answer(
-                endpoint,
-                503,
-                {"ok": False, "error": "broker_unavailable", "detail": f"{reason}: {exc}"[:300]},
-            )
+            return f"{reason}: {exc}"
         self.emitter.acked(planned, started, endpoint)
         return None
 
@@ -199,6 +244,11 @@ class Ingest:
         return b"".join(chunks)
 
     def _reject(self, endpoint: str, rejected: Rejected) -> Response:
+        outcome = self._rejected(endpoint, rejected)
+        return self._answer(endpoint, outcome.status, outcome.body)
+
+    def _rejected(self, endpoint: str, rejected: Rejected) -> SlackOutcome:
+        """Count and log a rejection; its outcome carries the 4xx and the JSON reason."""
         self.metrics.rejections.labels(endpoint, rejected.reason).inc()
         log.info(
             "rejected",
@@ -207,15 +257,15 @@ class Ingest:
         body: dict[str, Any] = {"ok": False, "error": rejected.reason}
         if rejected.detail:
             body["detail"] = rejected.detail[:300]
-        return self._answer(endpoint, rejected.status, body)
-
-    def _ignore(self, endpoint: str, ignored: Ignored) -> Response:
-        self.metrics.ignored.labels(ignored.reason).inc()
-        return self._answer(endpoint, 200, {"ok": True, "ignored": ignored.reason})
+        return SlackOutcome("rejected", rejected.status, body)
 
     def _answer(self, endpoint: str, status: int, body: dict[str, Any]) -> Response:
         self.metrics.requests.labels(endpoint, str(status)).inc()
         return JSONResponse(body, status_code=status)
+
+
+def _unavailable(failure: str) -> dict[str, Any]:
+    return {"ok": False, "error": "broker_unavailable", "detail": failure[:300]}
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -226,9 +276,15 @@ def _first_error(exc: ValidationError) -> str:
     return f"{'.'.join(str(p) for p in first.get('loc', ()))}: {first.get('msg', '')}"[:300]
 
 
-def build_app(ingest: Ingest, workers: list[Worker] | None = None) -> Starlette:
-    """The ASGI app. Its lifespan starts the producer's poll thread (and any worker beside it),
-    and on shutdown stops the workers, then flushes the producer."""
+def build_app(
+    ingest: Ingest, workers: list[Worker] | None = None, companions: list[Companion] | None = None
+) -> Starlette:
+    """The ASGI app. Its lifespan starts the producer's poll thread, any worker beside it and any
+    companion (Socket Mode); on shutdown it stops the companions (they finish what is in flight),
+    then the workers, then flushes the producer.
+
+    `/slack/events` is served only with a signing secret: without one (Socket Mode alone) nothing
+    could tell Slack's requests from anyone's."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -239,9 +295,15 @@ def build_app(ingest: Ingest, workers: list[Worker] | None = None) -> Starlette:
         ]
         for thread in threads:
             thread.start()
+        started: list[Companion] = []
         try:
+            for companion in companions or []:
+                await companion.start()
+                started.append(companion)
             yield
         finally:
+            for companion in reversed(started):
+                await companion.stop()
             stop.set()
             for thread in threads:
                 await run_in_threadpool(thread.join, 30)
@@ -249,12 +311,11 @@ def build_app(ingest: Ingest, workers: list[Worker] | None = None) -> Starlette:
             if left:
                 log.error("shutdown with undelivered events", extra=about(None, None, undelivered=left))
 
-    return Starlette(
-        routes=[
-            Route("/slack/events", ingest.slack_events, methods=["POST"]),
-            Route("/alertmanager", ingest.alertmanager, methods=["POST"]),
-            Route("/healthz", ingest.healthz, methods=["GET"]),
-            Route("/metrics", ingest.metrics_endpoint, methods=["GET"]),
-        ],
-        lifespan=lifespan,
-    )
+    routes = [
+        Route("/alertmanager", ingest.alertmanager, methods=["POST"]),
+        Route("/healthz", ingest.healthz, methods=["GET"]),
+        Route("/metrics", ingest.metrics_endpoint, methods=["GET"]),
+    ]
+    if ingest.config.signing_secret:
+        routes.insert(0, Route("/slack/events", ingest.slack_events, methods=["POST"]))
+    return Starlette(routes=routes, lifespan=lifespan)

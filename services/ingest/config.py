@@ -28,3 +28,5 @@ class IngestConfig:
     dedupe_ttl_s: float = 3600.0  # Slack retries within minutes (immediately, ~1 min, ~5 min)
     dedupe_max_entries: int = 200_000
     producer_overrides: dict[str, str | int | bool] = field(default_factory=dict)
+    directory_dsn: str | None = None  # Postgres holding slack_posts: replies in an alert's thread join it
+    directory_schema: str = "public"

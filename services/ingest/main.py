@@ -1,9 +1,11 @@
 """`incident-memory ingest`: the ingest HTTP service (Slack, Alertmanager), optionally with the
-alerts-topic consumer beside it (`--alerts-topic T`), sharing one idempotent producer."""
+alerts-topic consumer beside it (`--alerts-topic T`) and Slack over Socket Mode (`--socket-mode`),
+all sharing one idempotent producer."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 
@@ -16,6 +18,7 @@ from services.ingest.app import Ingest, Worker, build_app
 from services.ingest.config import MAX_BODY_BYTES, IngestConfig
 from services.ingest.metrics import Metrics
 from services.ingest.producer import AckedProducer
+from services.ingest.socket_mode import DEFAULT_API_URL, SocketMode, SocketModeConfig
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import configure_logging
 from services.runtime.settings import Settings
@@ -54,18 +57,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--window-after", type=int, default=1800, help="pinned window: seconds after startsAt"
     )
     parser.add_argument("--max-body", type=int, default=MAX_BODY_BYTES)
+    parser.add_argument(
+        "--dsn",
+        default=None,
+        help="Postgres with the projection: replies in a thread an alert opened join its incident "
+        "(default: $DATABASE_URL or the local stack)",
+    )
+    parser.add_argument("--schema", default="public", help="the projection's schema (default: %(default)s)")
+    parser.add_argument(
+        "--socket-mode",
+        action="store_true",
+        help="receive Slack events over Socket Mode (an outbound websocket; env SLACK_APP_TOKEN, "
+        "optional SLACK_BOT_TOKEN): no inbound /slack/events, no signing secret needed",
+    )
+    parser.add_argument(
+        "--slack-api-url",
+        default=env("SLACK_API_URL") or DEFAULT_API_URL,
+        help="Slack's Web API base URL for Socket Mode (default: $SLACK_API_URL or %(default)s)",
+    )
     parser.add_argument("--log-level", default=env("LOG_LEVEL", "INFO"))
 
 
 def config_from_args(args: argparse.Namespace) -> IngestConfig:
-    if not args.signing_secret:
-        raise UserFacingError("SLACK_SIGNING_SECRET is not set (or pass --signing-secret)")
+    if not args.signing_secret and not getattr(args, "socket_mode", False):
+        raise UserFacingError(
+            "SLACK_SIGNING_SECRET is not set (or pass --signing-secret, or use --socket-mode)"
+        )
     if not args.alertmanager_token:
         raise UserFacingError("ALERTMANAGER_TOKEN is not set (or pass --alertmanager-token)")
     if args.ack_timeout <= 0 or args.max_body < 1:
         raise UserFacingError("--ack-timeout and --max-body must be positive")
     return IngestConfig(
-        signing_secret=args.signing_secret,
+        signing_secret=args.signing_secret or "",  # empty (Socket Mode only): /slack/events is not served
         alertmanager_token=args.alertmanager_token,
         bootstrap_servers=args.bootstrap_servers or Settings.from_env().kafka_bootstrap_servers,
         bot_user_id=args.bot_user_id or None,
@@ -76,6 +99,22 @@ def config_from_args(args: argparse.Namespace) -> IngestConfig:
         ack_timeout_s=args.ack_timeout,
         window_before_s=args.window_before,
         window_after_s=args.window_after,
+        directory_dsn=args.dsn or Settings.from_env().database_url,
+        directory_schema=args.schema,
+    )
+
+
+def socket_config_from_env(args: argparse.Namespace) -> SocketModeConfig:
+    """Socket Mode's tokens come from the environment only (never argv, which `ps` shows)."""
+    app_token = os.environ.get("SLACK_APP_TOKEN", "").strip()
+    if not app_token:
+        raise UserFacingError(
+            "SLACK_APP_TOKEN is not set (--socket-mode needs an app-level token, xapp-..., with connections:write)"
+        )
+    return SocketModeConfig(
+        app_token=app_token,
+        bot_token=os.environ.get("SLACK_BOT_TOKEN", "").strip() or None,
+        api_url=args.slack_api_url,
     )
 
 
@@ -98,9 +137,15 @@ def workers_for(ingest: Ingest, alerts_topic: str | None, alerts_group: str) -> 
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    socket_config = socket_config_from_env(args) if args.socket_mode else None
     configure_logging("ingest", args.log_level)
     ingest = build(config)
-    app = build_app(ingest, workers_for(ingest, args.alerts_topic, args.alerts_group))
+    socket_mode = SocketMode(socket_config, ingest) if socket_config is not None else None
+    app = build_app(
+        ingest,
+        workers_for(ingest, args.alerts_topic, args.alerts_group),
+        [socket_mode] if socket_mode is not None else None,
+    )
     server = uvicorn.Server(
         uvicorn.Config(
             app,
@@ -115,5 +160,21 @@ def run(args: argparse.Namespace) -> int:
     # uvicorn re-raises a captured signal after its graceful shutdown; a no-op SIGTERM handler makes that
     # re-raise land here, so a SIGTERM (stop accepting, finish in-flight requests, flush) exits 0.
     signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
-    server.run()
+    if socket_mode is None:
+        server.run()
+        return 0
+    # Socket Mode lives on the server's loop (it shares the dedupe and the producer's futures), and its
+    # token is checked before the server binds: one runner for both, with uvicorn's loop (uvloop).
+    with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
+        runner.run(serve_with_socket_mode(server, socket_mode))
     return 0
+
+
+async def serve_with_socket_mode(server: uvicorn.Server, socket_mode: SocketMode) -> None:
+    """Check the app token (a refused one raises UserFacingError before anything serves), then serve;
+    the app's lifespan opens the websocket once the producer runs and closes it before the flush."""
+    await socket_mode.open()
+    try:
+        await server.serve()
+    finally:
+        await socket_mode.close()

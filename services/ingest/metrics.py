@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 
 class Metrics:
@@ -49,6 +49,28 @@ class Metrics:
             "Bad messages of the alerts topic sent to the DLQ",
             ["reason"],
             registry=self.registry,
+        )
+
+        # Socket Mode (only with --socket-mode; its rejections count under endpoint="slack_socket")
+        self.socket_envelopes = Counter(
+            "ingest_socket_envelopes",
+            "Socket Mode envelopes by type and outcome; all but outcome=unavailable are acked",
+            ["type", "outcome"],
+            registry=self.registry,
+        )
+        self.socket_connections = Counter(
+            "ingest_socket_connections",
+            "Socket Mode connections opened (hello frames received)",
+            registry=self.registry,
+        )
+        self.socket_disconnects = Counter(
+            "ingest_socket_disconnects",
+            "Socket Mode disconnect frames Slack sent, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.socket_connected = Gauge(
+            "ingest_socket_connected", "1 while a Socket Mode websocket is open", registry=self.registry
         )
 
     def render(self) -> bytes:

@@ -18,11 +18,12 @@ Decisions (Slack retries any non-2xx, so a 4xx is only for input that is malform
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from schemas.events import HumanMessage, Wake
-from schemas.ids import message_id
+from schemas.ids import message_id, thread_key
 from services.ingest.planned import Planned, get_dict, get_str, slack_ts, ts_to_datetime
 from services.ingest.rejections import Ignored, Rejected, missing
 
@@ -43,7 +44,14 @@ class Callback:
     planned: list[Planned]
 
 
-def map_payload(payload: dict[str, Any], bot_user_id: str | None) -> Challenge | Callback:
+# (channel, Slack thread_ts) -> the thread's key in the pipeline. By default the Slack thread
+# itself; ingest passes its directory, which knows the threads that alerts opened.
+Threads = Callable[[str | None, str], str]
+
+
+def map_payload(
+    payload: dict[str, Any], bot_user_id: str | None, threads: Threads = thread_key
+) -> Challenge | Callback:
     """Map one verified Slack request body. Raises Rejected (4xx) or Ignored (200)."""
     kind = get_str(payload, "type", "")
     if kind == "url_verification":
@@ -56,16 +64,25 @@ def map_payload(payload: dict[str, Any], bot_user_id: str | None) -> Challenge |
     if not event_id:
         raise missing("event_id")
     event = get_dict(payload, "event", "")
-    return Callback(event_id, map_event(event, bot_user_id))
+    return Callback(event_id, map_event(event, bot_user_id, threads))
 
 
-def map_event(event: dict[str, Any], bot_user_id: str | None) -> list[Planned]:
+def map_event(event: dict[str, Any], bot_user_id: str | None, threads: Threads = thread_key) -> list[Planned]:
     kind = get_str(event, "type", "event.")
     if kind == "app_mention":
-        return _mention(event, bot_user_id)
+        return _mention(event, bot_user_id, threads)
     if kind == "message":
-        return _message(event, bot_user_id)
+        return _message(event, bot_user_id, threads)
     raise Ignored(f"event_type_not_handled:{str(kind)[:64]}")
+
+
+def _thread(event: dict[str, Any], where: str, threads: Threads, channel: str | None = None) -> str:
+    """The key of the thread a message is in: Slack's (channel, thread_ts), through `threads`."""
+    ts = slack_ts(event, "thread_ts", where, required=False)
+    if ts is None:
+        raise Ignored("not_in_thread")
+    found = channel if channel is not None else event.get("channel")
+    return threads(found if isinstance(found, str) and found else None, ts)
 
 
 def _is_bot(obj: dict[str, Any], bot_user_id: str | None) -> str | None:
@@ -76,29 +93,25 @@ def _is_bot(obj: dict[str, Any], bot_user_id: str | None) -> str | None:
     return None
 
 
-def _message(event: dict[str, Any], bot_user_id: str | None) -> list[Planned]:
+def _message(event: dict[str, Any], bot_user_id: str | None, threads: Threads) -> list[Planned]:
     subtype = event.get("subtype")
     if subtype == "message_changed":
-        return _edit(event, bot_user_id)
+        return _edit(event, bot_user_id, threads)
     if (why := _is_bot(event, bot_user_id)) is not None:
         raise Ignored(why)
     if subtype not in TEXT_SUBTYPES:
         raise Ignored(f"subtype_ignored:{str(subtype)[:64]}")
-    thread_ts = slack_ts(event, "thread_ts", "event.", required=False)
-    if thread_ts is None:
-        raise Ignored("not_in_thread")
+    thread_ts = _thread(event, "event.", threads)
     ts = slack_ts(event, "ts", "event.") or ""
     text = get_str(event, "text", "event.") or ""
     mention = bool(bot_user_id) and f"<@{bot_user_id}>" in text
     return [Planned("events", _human(thread_ts, ts, event, text, mention))]
 
 
-def _mention(event: dict[str, Any], bot_user_id: str | None) -> list[Planned]:
+def _mention(event: dict[str, Any], bot_user_id: str | None, threads: Threads) -> list[Planned]:
     if (why := _is_bot(event, bot_user_id)) is not None:
         raise Ignored(why)
-    thread_ts = slack_ts(event, "thread_ts", "event.", required=False)
-    if thread_ts is None:
-        raise Ignored("not_in_thread")
+    thread_ts = _thread(event, "event.", threads)
     ts = slack_ts(event, "ts", "event.") or ""
     text = get_str(event, "text", "event.") or ""
     human = _human(thread_ts, ts, event, text, mention=True)
@@ -113,13 +126,12 @@ def _mention(event: dict[str, Any], bot_user_id: str | None) -> list[Planned]:
     return [Planned("events", human), Planned("wake", wake)]
 
 
-def _edit(event: dict[str, Any], bot_user_id: str | None) -> list[Planned]:
+def _edit(event: dict[str, Any], bot_user_id: str | None, threads: Threads) -> list[Planned]:
     new = get_dict(event, "message", "event.")
     if (why := _is_bot(new, bot_user_id)) is not None:
         raise Ignored(why)
-    thread_ts = slack_ts(new, "thread_ts", "event.message.", required=False)
-    if thread_ts is None:
-        raise Ignored("not_in_thread")
+    channel = event.get("channel") if isinstance(event.get("channel"), str) else None
+    thread_ts = _thread(new, "event.message.", threads, channel)
     edit_ts = slack_ts(event, "ts", "event.", required=False) or slack_ts(event, "event_ts", "event.")
     original_ts = slack_ts(new, "ts", "event.message.") or ""
     text = get_str(new, "text", "event.message.") or ""

@@ -1,6 +1,9 @@
 """Slack request signing (v0): HMAC-SHA256 of `v0:{timestamp}:{raw body}`, checked in constant time.
 
 Returns a rejection reason instead of raising, so the HTTP layer maps each one to a 401 and a metric.
+Signatures equal slack_sdk's `SignatureVerifier.generate_signature`; unlike its `is_valid`, which raises
+ValueError on a timestamp that is not an integer ("abc", "²") and TypeError on a non-ASCII signature,
+every malformed input here is a reason (tests/ingest/test_signature.py pins both).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ def verify(
     """None if the request is Slack's and fresh; otherwise the reason it is not."""
     if not timestamp or not signature:
         return "missing_signature"
-    if not timestamp.isdigit() or len(timestamp) > 12:
+    # ASCII digits only: str.isdigit() also accepts "²" (which int() refuses: a 500) and "١٢٣" (which
+    # int() reads as 123); Slack's timestamps are plain unix seconds.
+    if not (timestamp.isascii() and timestamp.isdigit()) or len(timestamp) > 12:
         return "bad_timestamp"
     if abs(now - int(timestamp)) > tolerance_s:  # stale (a replay) or from the future
         return "stale_timestamp"

@@ -24,6 +24,7 @@ from schemas.events import (
     JudgeVerdict,
     ReRendered,
     RoundCommitted,
+    SlackPostRecorded,
     ThreadPost,
     ToolResult,
     Wake,
@@ -154,7 +155,20 @@ class ReRender:
     tokens: int
 
 
-Op = InsertRow | StageRow | CacheDigest | UpsertState | CommitRound | ReRender
+@dataclass(frozen=True)
+class RecordPost:
+    """The bot's voice: a post's intent or outcome in Slack (never a context row)."""
+
+    post_id: str
+    phase: str
+    thread_ts: str
+    channel: str
+    slack_ts: str | None
+    root: bool
+    recorded_at: datetime
+
+
+Op = InsertRow | StageRow | CacheDigest | UpsertState | CommitRound | ReRender | RecordPost
 
 ALERT_STATUS = {"firing": "open", "resolved": "resolved"}
 
@@ -324,6 +338,20 @@ def map_event(event: EventBase) -> list[Op]:
         return [_place(_row(event, "post", content))]
     if isinstance(event, RoundCommitted):
         return [_commit_round(event)]
+    if isinstance(event, SlackPostRecorded):
+        if not event.post_id.startswith(f"{event.thread_ts}:"):
+            raise MappingError(f"post_id {event.post_id!r} is not in thread {event.thread_ts!r}")
+        return [
+            RecordPost(
+                post_id=event.post_id,
+                phase=event.phase,
+                thread_ts=event.thread_ts,
+                channel=event.channel,
+                slack_ts=event.slack_ts,
+                root=event.root,
+                recorded_at=event.event_time,
+            )
+        ]
     if isinstance(event, ReRendered):
         if event.compact is None:
             raise MappingError(

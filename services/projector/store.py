@@ -29,6 +29,7 @@ from services.projector.mapping import (
     CommitRound,
     InsertRow,
     Op,
+    RecordPost,
     ReRender,
     Row,
     StageRow,
@@ -56,6 +57,25 @@ INSERT_STAGED = (
     " WHERE NOT EXISTS (SELECT 1 FROM agent_messages m WHERE m.id = r.id)"
     " ORDER BY r.ord ON CONFLICT (id) DO NOTHING"
 )
+
+INSERT_POSTS = (
+    "INSERT INTO slack_posts (post_id, phase, thread_ts, channel, slack_ts, root, recorded_at)"
+    " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::boolean[],"
+    " %s::timestamptz[]) ON CONFLICT (post_id, phase) DO NOTHING"
+)
+
+
+def _post_params(posts: Sequence[RecordPost]) -> list[list[Any]]:
+    return [
+        [p.post_id for p in posts],
+        [p.phase for p in posts],
+        [p.thread_ts for p in posts],
+        [p.channel for p in posts],
+        [p.slack_ts for p in posts],
+        [p.root for p in posts],
+        [p.recorded_at for p in posts],
+    ]
+
 
 INSERT_DIGESTS = (
     "INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens,"
@@ -236,6 +256,7 @@ class _Pending:
         self.staged: list[Row] = []
         self.digests: list[CacheDigest] = []
         self.states: list[UpsertState] = []
+        self.posts: list[RecordPost] = []
 
     def add(self, op: Op) -> bool:
         if isinstance(op, InsertRow):
@@ -246,6 +267,8 @@ class _Pending:
             self.digests.append(op)
         elif isinstance(op, UpsertState):
             self.states.append(op)
+        elif isinstance(op, RecordPost):
+            self.posts.append(op)
         else:
             return False
         return True
@@ -261,7 +284,9 @@ class _Pending:
             cur.execute(INSERT_DIGESTS, _digest_params(self.digests))
         if self.states:  # one by one: one statement may not upsert the same key twice
             cur.executemany(UPSERT_STATE, [_state_params(s) for s in self.states])
-        self.visible, self.staged, self.digests, self.states = [], [], [], []
+        if self.posts:
+            cur.execute(INSERT_POSTS, _post_params(self.posts))
+        self.visible, self.staged, self.digests, self.states, self.posts = [], [], [], [], []
 
 
 def apply_batch(
@@ -584,6 +609,7 @@ def _apply_fast(
     digests: list[CacheDigest] = []
     attached: dict[int, CacheDigest] = {}  # row index -> the digest of that very row
     states: list[UpsertState] = []
+    posts: list[RecordPost] = []
     markers: list[tuple[int, int, CommitRound]] = []
     pos = 0
     for index, ops in items:
@@ -612,6 +638,8 @@ def _apply_fast(
             elif isinstance(op, UpsertState):
                 states.append(op)
                 touched.add(op.thread_ts)
+            elif isinstance(op, RecordPost):
+                posts.append(op)
             elif isinstance(op, CommitRound):
                 markers.append((index, pos, op))
                 touched.add(op.thread_ts)
@@ -688,6 +716,8 @@ def _apply_fast(
             cur.execute(DIGESTS_FROM_BATCH)
         elif digests:
             cur.execute(INSERT_DIGESTS, _digest_params(digests))
+        if posts:
+            cur.execute(INSERT_POSTS, _post_params(posts))
         if next_offsets:
             parts = sorted(next_offsets)
             cur.execute(SAVE_OFFSETS, (group, topic, parts, [next_offsets[p] for p in parts]))

@@ -29,10 +29,16 @@ K8S = ROOT / "deploy" / "k8s"
 COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"
 BUILDS = ("base", "overlays/production", "overlays/example")
 
-SERVICES = ("ingest", "compactor", "projector", "agent")
+SERVICES = ("ingest", "compactor", "projector", "agent", "slack")
 # The port each service serves /healthz (and /metrics) on: the contract in deploy/README.md.
-HEALTH_PORTS = {"ingest": 8080, "compactor": 9101, "projector": 9102, "agent": 9103}
-SECRET_KEYS = {"DATABASE_URL", "SLACK_SIGNING_SECRET", "ALERTMANAGER_TOKEN", "OPENAI_API_KEY"}
+HEALTH_PORTS = {"ingest": 8080, "compactor": 9101, "projector": 9102, "agent": 9103, "slack": 9104}
+SECRET_KEYS = {
+    "DATABASE_URL",
+    "SLACK_SIGNING_SECRET",
+    "ALERTMANAGER_TOKEN",
+    "OPENAI_API_KEY",
+    "SLACK_BOT_TOKEN",
+}
 SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|API_KEY|DATABASE_URL|DSN")
 PARTITIONS = {spec.name: spec.partitions for spec in topics.TOPICS}
 
@@ -183,6 +189,8 @@ def test_replicas_never_exceed_the_partitions_they_consume(docs: list[Doc]) -> N
         assert deps[name]["spec"].get("replicas", 1) <= PARTITIONS[topic], name
     # KEDA owns the compactor's replica count; a fixed one would fight its HPA on every apply.
     assert "replicas" not in deps["compactor"]["spec"]
+    # The voice: one poster, never two at once (a rollout stops the old pod before the new starts).
+    assert deps["slack"]["spec"]["replicas"] == 1 and deps["slack"]["spec"]["strategy"]["type"] == "Recreate"
 
 
 # ------------------------------------------------------------------ KEDA
@@ -255,6 +263,7 @@ def test_each_service_gets_only_the_secrets_it_uses() -> None:
         "compactor": {"OPENAI_API_KEY"},
         "projector": {"DATABASE_URL"},
         "agent": {"DATABASE_URL", "OPENAI_API_KEY"},
+        "slack": {"DATABASE_URL", "SLACK_BOT_TOKEN"},
     }
     for name, dep in deployments(load_base()).items():
         (main,) = dep["spec"]["template"]["spec"]["containers"]

@@ -75,9 +75,10 @@ def test_the_cli_serves_logs_json_and_exits_cleanly_on_sigterm(
     assert code == 0, log.read_text()
     records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     produced = [r for r in records if r["msg"] == "produced"]
+    key = f"C123ABC456-{thread}"  # the thread is its channel and its ts
     assert {(r["thread_ts"], r["message_id"]) for r in produced} == {
-        (thread, f"{thread}:-:human:{ts}"),
-        (thread, f"{thread}:-:wake:{ts}"),
+        (key, f"{key}:-:human:{ts}"),
+        (key, f"{key}:-:wake:{ts}"),
     }
     assert all(r["service"] == "ingest" for r in records)
     assert topic_count(kafka_bootstrap, topic_names["wake"]) == 1

@@ -72,11 +72,12 @@ def test_thread_message_is_on_the_broker_when_answered(
     assert topic_count(kafka_bootstrap, topic_names["events"]) == 1
     [event] = read_events(kafka_bootstrap, topic_names["events"], 1)
     assert isinstance(event, HumanMessage)
+    key = f"C123ABC456-{thread}"  # the thread is its channel and its ts
     assert (event.thread_ts, event.ts, event.text, event.message_id) == (
-        thread,
+        key,
         ts,
         text,
-        f"{thread}:-:human:{ts}",
+        f"{key}:-:human:{ts}",
     )
     assert (
         server.metric("ingest_events_produced_total", topic=topic_names["events"], type="human_message") == 1
@@ -92,7 +93,7 @@ def test_events_of_a_thread_share_its_key_and_partition(
     for i in range(5):
         assert post_slack(server, envelope(message(thread, slack_ts(i + 1), f"note {i}"))).status_code == 200
     records = read_topic(kafka_bootstrap, topic_names["events"], 5)
-    assert {key for key, _ in records} == {thread.encode()}
+    assert {key for key, _ in records} == {f"C123ABC456-{thread}".encode()}
     assert [json.loads(v)["text"] for _, v in records] == [f"note {i}" for i in range(5)]  # in order
 
 
@@ -105,7 +106,8 @@ def test_mention_produces_human_message_and_wake(
     [wake] = read_events(kafka_bootstrap, topic_names["wake"], 1)
     assert isinstance(human, HumanMessage) and human.mention
     assert isinstance(wake, Wake) and wake.reason == "mention"
-    assert wake.message_id == f"{thread}:-:wake:{ts}" and wake.trigger_message_id == human.message_id
+    key = f"C123ABC456-{thread}"  # the thread is its channel and its ts
+    assert wake.message_id == f"{key}:-:wake:{ts}" and wake.trigger_message_id == human.message_id
 
 
 def test_slack_retry_produces_no_second_event(

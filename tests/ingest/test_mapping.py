@@ -15,7 +15,8 @@ from services.ingest.slack_events import Callback, Challenge, map_payload
 
 from .helpers import BOT, alert_payload, envelope, mention, message
 
-T = "1710408413.000100"
+TS = "1710408413.000100"  # the Slack thread's ts
+T = f"C123ABC456-{TS}"  # its key in the pipeline: a Slack ts is unique only within its channel
 
 
 def callback(payload: dict[str, Any]) -> Callback:
@@ -37,7 +38,7 @@ def test_url_verification_answers_the_challenge() -> None:
 
 
 def test_thread_message_becomes_a_human_message_with_a_deterministic_id() -> None:
-    result = callback(envelope(message(T, "1710408500.000200", "p99 went up at 09:26"), event_id="Ev1"))
+    result = callback(envelope(message(TS, "1710408500.000200", "p99 went up at 09:26"), event_id="Ev1"))
     assert result.event_id == "Ev1"
     [(destination, event)] = result.planned
     assert destination == "events"
@@ -55,13 +56,13 @@ def test_thread_message_becomes_a_human_message_with_a_deterministic_id() -> Non
 
 def test_sql_in_text_is_stored_verbatim() -> None:
     text = "'; DROP TABLE agent_messages; -- \\x00 ` $(rm -rf /) <script>"
-    [(_, event)] = callback(envelope(message(T, "1710408500.000201", text))).planned
+    [(_, event)] = callback(envelope(message(TS, "1710408500.000201", text))).planned
     assert isinstance(event, HumanMessage) and event.text == text
 
 
 def test_app_mention_is_a_human_message_and_a_wake() -> None:
     ts = "1710408600.000300"
-    planned = callback(envelope(mention(T, ts))).planned
+    planned = callback(envelope(mention(TS, ts))).planned
     assert [p.destination for p in planned] == ["events", "wake"]
     human, wake = planned[0].event, planned[1].event
     assert isinstance(human, HumanMessage) and human.mention
@@ -74,8 +75,8 @@ def test_message_event_of_a_mention_equals_the_app_mention_human_byte_for_byte()
     # Slack sends both `message` and `app_mention` for one mention: they must be one row.
     ts = "1710408600.000301"
     text = f"<@{BOT}> what changed?"
-    from_message = callback(envelope(message(T, ts, text))).planned
-    from_mention = callback(envelope(mention(T, ts, text))).planned
+    from_message = callback(envelope(message(TS, ts, text))).planned
+    from_mention = callback(envelope(mention(TS, ts, text))).planned
     assert len(from_message) == 1  # only app_mention wakes the agent
     assert from_message[0].event.to_bytes() == from_mention[0].event.to_bytes()
 
@@ -93,7 +94,7 @@ def test_edit_is_a_new_event_pointing_at_the_original() -> None:
             "user": "U123ABC456",
             "text": "p99 went up at 09:27 (not 09:26)",
             "ts": "1710408500.000200",
-            "thread_ts": T,
+            "thread_ts": TS,
             "edited": {"user": "U123ABC456", "ts": "1710408700.000000"},
         },
         "previous_message": {
@@ -101,7 +102,7 @@ def test_edit_is_a_new_event_pointing_at_the_original() -> None:
             "user": "U123ABC456",
             "text": "p99 went up at 09:26",
             "ts": "1710408500.000200",
-            "thread_ts": T,
+            "thread_ts": TS,
         },
     }
     [(_, edit)] = callback(envelope(event)).planned
@@ -113,13 +114,13 @@ def test_edit_is_a_new_event_pointing_at_the_original() -> None:
 @pytest.mark.parametrize(
     ("event", "reason"),
     [
-        ({**message(T, "1.2", "hi"), "bot_id": "B123"}, "bot_message"),
-        ({**message(T, "1.2", "hi"), "subtype": "bot_message"}, "bot_message"),
-        (message(T, "1.2", "I am the bot", user=BOT), "own_message"),
-        (mention(T, "1.2", user=BOT), "own_message"),
-        ({**message(T, "1.2", "x"), "subtype": "message_deleted"}, "subtype_ignored:message_deleted"),
-        ({**message(T, "1.2", "x"), "subtype": "channel_join"}, "subtype_ignored:channel_join"),
-        ({k: v for k, v in message(T, "1.2", "top level").items() if k != "thread_ts"}, "not_in_thread"),
+        ({**message(TS, "1.2", "hi"), "bot_id": "B123"}, "bot_message"),
+        ({**message(TS, "1.2", "hi"), "subtype": "bot_message"}, "bot_message"),
+        (message(TS, "1.2", "I am the bot", user=BOT), "own_message"),
+        (mention(TS, "1.2", user=BOT), "own_message"),
+        ({**message(TS, "1.2", "x"), "subtype": "message_deleted"}, "subtype_ignored:message_deleted"),
+        ({**message(TS, "1.2", "x"), "subtype": "channel_join"}, "subtype_ignored:channel_join"),
+        ({k: v for k, v in message(TS, "1.2", "top level").items() if k != "thread_ts"}, "not_in_thread"),
         (
             {"type": "reaction_added", "user": "U1", "reaction": "eyes"},
             "event_type_not_handled:reaction_added",
@@ -134,7 +135,7 @@ def test_deliberate_ignores(event: dict[str, Any], reason: str) -> None:
 
 def test_thread_broadcast_is_recorded() -> None:
     [(_, event)] = callback(
-        envelope({**message(T, "1710408800.000500", "fyi"), "subtype": "thread_broadcast"})
+        envelope({**message(TS, "1710408800.000500", "fyi"), "subtype": "thread_broadcast"})
     ).planned
     assert isinstance(event, HumanMessage) and event.text == "fyi"
 
@@ -147,11 +148,11 @@ def test_thread_broadcast_is_recorded() -> None:
         ({"type": "event_callback", "event": {"type": "message"}}, 400, "missing_field"),
         ({"type": "event_callback", "event_id": "Ev1"}, 400, "missing_field"),
         ({"type": "event_callback", "event_id": "Ev1", "event": []}, 400, "bad_field"),
-        (envelope({k: v for k, v in message(T, "1.2", "x").items() if k != "user"}), 400, "missing_field"),
-        (envelope({k: v for k, v in message(T, "1.2", "x").items() if k != "text"}), 400, "missing_field"),
+        (envelope({k: v for k, v in message(TS, "1.2", "x").items() if k != "user"}), 400, "missing_field"),
+        (envelope({k: v for k, v in message(TS, "1.2", "x").items() if k != "text"}), 400, "missing_field"),
         (envelope(message("not-a-ts", "1.2", "x")), 400, "bad_field"),
-        (envelope(message(T, "1.2:evil", "x")), 400, "bad_field"),
-        (envelope({**message(T, "1.2", "x"), "text": 5}), 400, "bad_field"),
+        (envelope(message(TS, "1.2:evil", "x")), 400, "bad_field"),
+        (envelope({**message(TS, "1.2", "x"), "text": 5}), 400, "bad_field"),
     ],
 )
 def test_malformed_callbacks_are_rejected(payload: dict[str, Any], status: int, reason: str) -> None:

@@ -133,10 +133,19 @@ class Pipeline:
         argv = [CLI, "ingest", "--port", str(port), "--signing-secret", secret, "--alertmanager-token", token,
                 "--bot-user-id", bot, "--bootstrap-servers", self.bootstrap,
                 "--events-topic", self.topics["events"], "--wake-topic", self.topics["wake"],
-                "--dlq-topic", self.topics["dlq"]]  # fmt: skip
+                "--dlq-topic", self.topics["dlq"], "--schema", self.schema]  # fmt: skip
         if alerts_topic:
             argv += ["--alerts-topic", alerts_topic, "--alerts-group", f"al-{self.schema}"]
         return self._proc(f"ingest{len(self.procs)}", argv)
+
+    def slack(self, api_url: str, token: str, name: str = "slack0", group: str | None = None,
+              schema: str | None = None, default_channel: str | None = None) -> Proc:  # fmt: skip
+        """The Slack poster (the agent's voice) against a Slack API (a stand-in in tests)."""
+        argv = [CLI, "slack", "--broker", self.bootstrap, "--events-topic", self.topics["events"],
+                "--group", group or f"slack-{self.schema}", "--schema", schema or self.schema]  # fmt: skip
+        if default_channel:
+            argv += ["--default-channel", default_channel]
+        return self._proc(name, argv, {**self.env, "SLACK_API_URL": api_url, "SLACK_BOT_TOKEN": token})
 
     def stop_all(self) -> None:
         for proc in self.procs:

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from schemas.ids import thread_key
 from services.ingest.slack_signature import sign
 
 from .harness import Pipeline, check_invariants, free_port, wait_until
@@ -24,8 +25,11 @@ def signed_headers(body: bytes) -> dict[str, str]:
             "X-Slack-Signature": sign(SECRET, ts, body)}  # fmt: skip
 
 
+CHANNEL = "C123ABC456"
+
+
 def slack_message(thread: str, ts: str, text: str) -> bytes:
-    event = {"type": "message", "channel": "C123ABC456", "user": "U123ABC456", "text": text, "ts": ts,
+    event = {"type": "message", "channel": CHANNEL, "user": "U123ABC456", "text": text, "ts": ts,
              "thread_ts": thread, "event_ts": ts, "channel_type": "channel"}  # fmt: skip
     envelope: dict[str, Any] = {"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
                                 "event": event, "type": "event_callback", "event_id": f"Ev{uuid.uuid4().hex[:10]}",
@@ -64,6 +68,7 @@ def test_kill_9_ingest_mid_stream_then_restart(pipeline: Pipeline, record: dict[
         wait_until(lambda: _post(url, bodies[pending[0]]), 60, "restarted ingest to answer")
         pending.pop(0)
         retried += 1
-    expected = {f"{thread}:-:human:{ts}" for ts in bodies}
+    key = thread_key(CHANNEL, thread)  # a thread is its channel and its ts
+    expected = {f"{key}:-:human:{ts}" for ts in bodies}
     pipeline.wait_rows(expected, 120)
     record.update(check_invariants(pipeline, expected), slack_retries=retried)

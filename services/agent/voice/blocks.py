@@ -1,0 +1,84 @@
+"""What a post looks like in Slack (Block Kit): short, with its evidence ids and who wrote it.
+
+The evidence lives in the thread's memory, not in Slack: a post names it, never pastes it. A post
+written by the deterministic local model says so in the post itself. Pure functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schemas.events import AlertReceived, ThreadPost
+
+LOCAL_MODEL = "local-deterministic"
+SECTION_CHARS = 2900  # Slack allows 3,000 characters in a section's text
+METADATA_EVENT_TYPE = "incident_memory_post"  # letters, digits and `_` only, as Slack requires
+
+
+def author(model: str) -> str:
+    if model == LOCAL_MODEL:
+        return f"written by `{LOCAL_MODEL}`: a deterministic local stand-in for a model, not an LLM"
+    return f"written by `{model}`"
+
+
+def _clip(text: str, width: int = SECTION_CHARS) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def post_blocks(post: ThreadPost) -> tuple[str, list[dict[str, Any]]]:
+    """(notification text, blocks) of a round's post: the summary with its claims and evidence, or
+    the judge's questions; and the model that wrote it."""
+    lines = post.text.splitlines() or [""]
+    if post.kind == "summary":
+        title = f"*Summary* — {lines[0]}"
+        body = "\n".join(lines[1:])
+    else:
+        title = "*Questions before I conclude*"
+        body = "\n".join(line for line in lines[1:] if line.strip()) or post.text
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"{title}\n{body}".strip())}},
+        {
+            "type": "context",
+            "elements": [{"type": "mrkdwn", "text": f"{author(post.model)} · round {post.round}"}],
+        },
+    ]
+    return _clip(f"{'Summary' if post.kind == 'summary' else 'Questions'}: {lines[0]}", 300), blocks
+
+
+def alert_blocks(alert: AlertReceived) -> tuple[str, list[dict[str, Any]]]:
+    """(notification text, blocks) of the message that opens an alert's thread."""
+    annotations = _common(alert.alert, "commonAnnotations")
+    summary = str(annotations.get("summary") or annotations.get("description") or "")
+    title = f"{alert.alertname} — {alert.service} ({alert.status})"
+    window = f"window {alert.window_start:%Y-%m-%d %H:%M}–{alert.window_end:%H:%M}Z"
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"*{title}*\n{summary}".strip())}},
+        {
+            "type": "context",
+            "elements": [
+                {
+                    "type": "mrkdwn",
+                    "text": f"{window} · I keep this incident's memory; mention me in this thread",
+                }
+            ],
+        },
+    ]
+    return _clip(f"{title}: {summary}" if summary else title, 300), blocks
+
+
+def _common(payload: dict[str, Any], key: str) -> dict[str, Any]:
+    value = payload.get(key)
+    if isinstance(value, dict):
+        return value
+    alerts = payload.get("alerts")
+    if isinstance(alerts, list) and alerts and isinstance(alerts[0], dict):
+        inner = alerts[0].get(key.removeprefix("common").lower())
+        if isinstance(inner, dict):
+            return inner
+    return {}
+
+
+def metadata(post_id: str, thread_key: str) -> dict[str, Any]:
+    """The tag that finds a post again after a crash (`conversations.replies`, include_all_metadata).
+    Ids only: any workspace member's app can read message metadata."""
+    return {"event_type": METADATA_EVENT_TYPE, "event_payload": {"event_id": post_id, "thread": thread_key}}
