@@ -48,13 +48,17 @@ def apply_migrations(conn: psycopg.Connection, schema: str = "public") -> list[s
     applied_now: list[str] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        # Create only what is missing: a service running as a least-privilege role (migration 004)
+        # may check an up-to-date schema at start, and may create nothing.
+        if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is None:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " version text PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
+        if conn.execute("SELECT to_regclass('schema_migrations')").fetchone() == (None,):
+            conn.execute(
+                "CREATE TABLE schema_migrations ("
+                " version text PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
         done = {v: c for v, c in conn.execute("SELECT version, checksum FROM schema_migrations").fetchall()}
         for migration in discover():
             if migration.version in done:

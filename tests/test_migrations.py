@@ -127,3 +127,73 @@ def test_concurrent_runners_apply_once(pg_dsn: str, fresh_schema: str) -> None:
         t.join(timeout=60)
     assert errors == []
     assert sorted(len(r) for r in results) == [0, 0, 0, len(discover())]
+
+
+# --- least privilege (migration 004): an owner migrates, the projector writes, the rest only read --
+
+
+@pytest.fixture
+def service_roles(pg_dsn: str) -> Iterator[dict[str, str]]:
+    """Login roles in the migrations' group roles, as an operator would give each service one."""
+    suffix = uuid.uuid4().hex[:8]
+    roles = {"agent": f"im_agent_{suffix}", "projector": f"im_projector_{suffix}"}
+    groups = {"agent": "incident_memory_reader", "projector": "incident_memory_projector"}
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for kind, role in roles.items():
+            conn.execute(
+                sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'pw' IN ROLE {}").format(
+                    sql.Identifier(role), sql.Identifier(groups[kind])
+                )
+            )
+    base = psycopg.conninfo.conninfo_to_dict(pg_dsn)
+    yield {
+        k: psycopg.conninfo.make_conninfo(**{**base, "user": r, "password": "pw"}) for k, r in roles.items()
+    }
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for role in roles.values():
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+PROJECTION = ("agent_messages", "incident_state", "round_staging", "tool_digest_cache", "projector_offsets",
+              "slack_posts")  # fmt: skip
+
+
+def test_the_agents_role_reads_and_cannot_insert_update_or_delete(
+    pg_schema: str, service_roles: dict[str, str]
+) -> None:
+    with psycopg.connect(
+        service_roles["agent"], autocommit=True, options=f"-c search_path={pg_schema}"
+    ) as conn:
+        assert apply_migrations(conn, pg_schema) == []  # an up-to-date schema: a check, creating nothing
+        for table in PROJECTION:
+            conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone()
+        for statement in (
+            "INSERT INTO agent_messages (id, thread_ts, role, content, tokens, created_at)"
+            " VALUES ('T:1:ai:0', 'T', 'ai', '{}', 0, now())",
+            "UPDATE agent_messages SET compact = '{}'",
+            "DELETE FROM agent_messages",
+            "DELETE FROM projector_offsets",
+            "UPDATE incident_state SET status = 'resolved'",
+            "TRUNCATE agent_messages",
+            "DROP TABLE agent_messages",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+
+
+def test_the_projectors_role_writes_the_projection_and_its_offsets(
+    pg_schema: str, service_roles: dict[str, str]
+) -> None:
+    with psycopg.connect(service_roles["projector"], options=f"-c search_path={pg_schema}") as conn:
+        conn.execute(
+            "INSERT INTO agent_messages (id, thread_ts, role, content, tokens, created_at)"
+            " VALUES ('T:-:human:1', 'T', 'human', '{}', 1, now())"  # the identity sequence too
+        )
+        conn.execute("UPDATE agent_messages SET compact = '{}' WHERE id = 'T:-:human:1'")
+        conn.execute(
+            "INSERT INTO projector_offsets (consumer_group, topic, partition, next_offset) VALUES ('g', 't', 0, 1)"
+        )
+        conn.execute("CREATE TEMP TABLE batch (id text) ON COMMIT DROP")  # the COPY plan's batch table
+        conn.commit()
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("DROP TABLE agent_messages")

@@ -190,7 +190,9 @@ def _psql(p: PgPaths, bins: Path, sql: str, db: str = "postgres") -> str:
 def ensure_role_and_db(p: PgPaths, bins: Path) -> None:
     user, password, db = settings.LOCAL_PG_USER, settings.LOCAL_PG_PASSWORD, settings.LOCAL_PG_DB
     if _psql(p, bins, f"SELECT 1 FROM pg_roles WHERE rolname = '{user}'") != "1":
-        _psql(p, bins, f"CREATE ROLE {user} LOGIN PASSWORD '{password}'")
+        _psql(p, bins, f"CREATE ROLE {user} LOGIN CREATEROLE PASSWORD '{password}'")
+    else:  # a stack made before the least-privilege roles: the owner creates them when it migrates
+        _psql(p, bins, f"ALTER ROLE {user} CREATEROLE")
     if _psql(p, bins, f"SELECT 1 FROM pg_database WHERE datname = '{db}'") != "1":
         _psql(p, bins, f"CREATE DATABASE {db} OWNER {user}")
 
