@@ -12,9 +12,11 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-LOCAL_KAFKA_PORT = 39092
-LOCAL_KAFKA_CONTROLLER_PORT = 39093
-LOCAL_PG_PORT = 55432
+# Below Linux's ephemeral port range (32768-60999): a client retrying a stopped broker on an
+# ephemeral port can be given that very port, connect to itself, and hold it from the next start.
+LOCAL_KAFKA_PORT = 29092
+LOCAL_KAFKA_CONTROLLER_PORT = 29093
+LOCAL_PG_PORT = 25432
 LOCAL_PG_DB = "incident_memory"
 LOCAL_PG_USER = "incident_memory"
 LOCAL_PG_PASSWORD = "incident_memory"

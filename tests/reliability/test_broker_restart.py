@@ -1,7 +1,7 @@
 """Restart the Kafka broker under a running pipeline: nothing lost, nothing doubled, compacts identical.
 
 The broker hurt here is a DEDICATED one (its own state dir under tmp_path, its own ports), started
-with deploy/local's own `kafka_node.start_isolated`, so the shared broker at 127.0.0.1:39092 that
+with deploy/local's own `kafka_node.start_isolated`, so the shared broker at 127.0.0.1:29092 that
 other test runs use is never touched. Its jars are the local stack's; it starts in seconds.
 """
 
