@@ -111,12 +111,16 @@ class _Costs:
         self._cache: FormCosts = {} if cache is None else cache
 
     def __call__(self, index: int, form: int) -> int:
-        item = self.candidates[index]
-        key = (id(item), form)
-        cost = self._cache.get(key)
-        if cost is None:
-            cost = self._cache[key] = count_tokens(render_for_model(item.forms[form])) + 1
-        return cost
+        return form_cost(self.candidates[index], form, self._cache)
+
+
+def form_cost(item: Item, form: int, cache: FormCosts) -> int:
+    """Tokens one of an item's forms adds to a digest (its text and a separator), counted once."""
+    key = (id(item), form)
+    cost = cache.get(key)
+    if cost is None:
+        cost = cache[key] = count_tokens(render_for_model(item.forms[form])) + 1
+    return cost
 
 
 def fit(

@@ -32,7 +32,7 @@ from services.compactor.log_anatomy import MONTHS_DAYS
 WILD = "<*>"
 SPLIT_MAX = 5  # a column with at most this many distinct words splits its group
 
-_WORD = re.compile(r"[^\s=,;:()\[\]{}\"'|<>]+")
+WORD = re.compile(r"[^\s=,;:()\[\]{}\"'|<>]+")
 _CHUNK = re.compile(r"(?:[^\s,]|,(?!\S))+")  # cut at white space, and at the commas of `a=1,b=2`
 _EMPTY_PAIR = re.compile(r"\(\)|\[\]|\{\}|\"\"|''")
 _DIGIT = re.compile(r"\d")
@@ -98,14 +98,14 @@ def _chunk_words(text: str) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...
 def _part_words(text: str, start: int, end: int, masked: list[str], spans: list[tuple[int, int]]) -> None:
     eq = text.find("=", start, end)
     if start < eq < end - 1 and text[eq - 1].isalnum():
-        for word in _WORD.finditer(text, start, eq):
+        for word in WORD.finditer(text, start, eq):
             masked.append(_mask(word.group()))
             spans.append(word.span())
         value = text[eq + 1 : end]
         masked.append("=" + (WILD if _variable(value) else value))
         spans.append((eq + 1, end))
         return
-    for word in _WORD.finditer(text, start, end):
+    for word in WORD.finditer(text, start, end):
         masked.append(_mask(word.group()))
         spans.append(word.span())
 

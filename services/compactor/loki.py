@@ -33,14 +33,14 @@ from services.compactor.log_anatomy import (
     level_name,
     split_line,
 )
-from services.compactor.log_patterns import WILD, mine_words, word_spans
+from services.compactor.log_patterns import WILD, WORD, mine_words, word_spans
 from services.compactor.model import Draft, Item, RawFormatError
+from services.compactor.render import clip, value_range
 from services.compactor.timefmt import Clock
 
 TOOL = "query_loki"
 _LABEL_KEYS = ("detected_level", "level", "severity", "lvl", "log_level")
 _LEVEL_TAG = {"warn": "WARN", "error": "ERROR", "critical": "CRIT", "fatal": "FATAL"}
-_NUMBER = re.compile(r"^([+-]?\d+(?:\.\d+)?)([A-Za-z%µ]*)$")
 _EXEMPLAR_CHARS = 400  # the richest form: a long line is cut here, with the count of what follows
 _SHORT_CHARS = 160
 _MAX_VARS = 4
@@ -226,31 +226,13 @@ def _fields(pattern: _Pattern, raws: Sequence[Sequence[str]]) -> tuple[list[str]
             (w.strip(".") for w in reversed(pattern.template[:pos]) if not w.endswith(WILD) and w.strip(".")),
             f"#{pos}",
         )
-        out.append(f"{name[:24]} {_range(distinct)}")
+        out.append(f"{name[:24]} {value_range(distinct)}")
     return out, frozenset(fixed)
-
-
-def _range(distinct: set[str]) -> str:
-    parsed = [_NUMBER.match(v) for v in distinct]
-    if all(parsed) and len({p.group(2) for p in parsed if p}) == 1:
-        ordered = sorted(distinct, key=lambda v: float(_NUMBER.match(v).group(1)))  # type: ignore[union-attr]
-        return f"{ordered[0]}..{ordered[-1]}"
-    return f"{len(distinct)} distinct"
-
-
-def _clip(text: str, limit: int) -> str:
-    """The text up to `limit` characters (at a word boundary), and how much was cut."""
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(" ", 0, limit)
-    cut = cut if cut > limit // 2 else limit
-    return f"{text[:cut]}…(+{len(text) - cut} chars)"
 
 
 _CHUNK = re.compile(r"(\s+|,(?=\S))")
 _DIGITS = re.compile(r"\d+")
 _WORDLIKE = re.compile(r"[A-Za-z]{3}")  # a chunk that holds a word, not only an id or a number
-_WORDS = re.compile(r"[^\s=,;:()\[\]{}\"'|<>]+")  # as log_patterns cuts words
 _DOTTED = re.compile(r"^([A-Za-z_][\w$]*\.){2,}[A-Za-z_][\w$]*:?$")
 
 
@@ -278,14 +260,13 @@ def _keywords(
     chunks = pieces[0::2]
     seps = pieces[1::2]
     if len(chunks) <= opening + rare + 1:
-        return _clip(" ".join(_DOTTED.sub(_package, c) for c in message.strip().split(" ")), _SHORT_CHARS)
+        return clip(" ".join(_DOTTED.sub(_package, c) for c in message.strip().split(" ")), _SHORT_CHARS)
     wordy = [i for i, c in enumerate(chunks) if _WORDLIKE.search(c)]
     keep = set(wordy[:opening])
     fixed = [
         i
         for i in wordy
-        if len(chunks[i]) <= 60
-        and {w for w in _WORDS.findall(chunks[i]) if not _DIGITS.search(w)} <= constant
+        if len(chunks[i]) <= 60 and {w for w in WORD.findall(chunks[i]) if not _DIGITS.search(w)} <= constant
     ]
     # rarest first; a path or URL names an object, not the message, so it comes last
     rank = sorted(
@@ -360,8 +341,8 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
         head = f"{n}× {times}{tag} "
         ranges, fixed = _fields(pattern, raws)
         forms = [
-            head + _clip(exemplar, _EXEMPLAR_CHARS) + (f" [{'; '.join(ranges)}]" if ranges else ""),
-            head + _clip(exemplar, _SHORT_CHARS),
+            head + clip(exemplar, _EXEMPLAR_CHARS) + (f" [{'; '.join(ranges)}]" if ranges else ""),
+            head + clip(exemplar, _SHORT_CHARS),
             head + _keywords(exemplar, 4, 3, spread, fixed),
             f"{n}×{tag} " + _keywords(exemplar, 4, 3, spread, fixed),
             f"{n}×{tag} " + _keywords(exemplar, 2, 2, spread, fixed),

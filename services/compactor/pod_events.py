@@ -34,13 +34,13 @@ from typing import Any
 
 from services.compactor.log_patterns import WILD, mine_words, words
 from services.compactor.model import Draft, Item, RawFormatError
+from services.compactor.render import value_range
 from services.compactor.timefmt import Clock
 
 TOOL = "get_pod_events"
 SECTION = "events"
 
 _TS = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?\d*(Z|z|[+-]\d\d:?\d\d)?$")
-_NUMBER = re.compile(r"^([+-]?\d+(?:\.\d+)?)([A-Za-z%µ]*)$")
 _MIN_NS = -62_135_596_800 * 1_000_000_000  # 0001-01-01T00:00:00Z: what `timefmt` can render
 _MAX_NS = 253_402_300_799 * 1_000_000_000 + 999_999_999  # 9999-12-31T23:59:59.999999999Z
 _NAME_MIN = 5  # an object name this long or longer is masked as a variable wherever a message says it
@@ -326,7 +326,7 @@ def ranges(g: Group) -> list[str]:
         distinct = {v for v, _ in values}
         if len(distinct) < 2 or all(len(name) >= _NAME_MIN and name in v for v, name in values):
             continue
-        out.append(f"{_field_name(g.template, pos)} {_range(distinct)}")
+        out.append(f"{_field_name(g.template, pos)} {value_range(distinct)}")
         if len(out) >= _MAX_VARS:
             break
     return out
@@ -337,15 +337,6 @@ def _field_name(template: Sequence[str], pos: int) -> str:
         if not word.endswith(WILD) and word.strip("."):
             return clip(word.strip("."), 24) + (f"+{back}" if back else "")
     return f"#{pos}"
-
-
-def _range(distinct: set[str]) -> str:
-    parsed = {v: _NUMBER.match(v) for v in distinct}
-    units = {m.group(2) for m in parsed.values() if m}
-    if all(parsed.values()) and len(units) == 1:
-        ordered = sorted(distinct, key=lambda v: float(parsed[v].group(1)))  # type: ignore[union-attr]
-        return f"{ordered[0]}..{ordered[-1]}"
-    return f"{len(distinct)} distinct"
 
 
 def forms(g: Group, clock: Clock | None) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from typing import Any
 from schemas.events import Selection, canonical_json
 from schemas.tokens import count_tokens, count_value_tokens, render_for_model
 from services.compactor import loki, passthrough, pod_events, prometheus, tempo
-from services.compactor.fit import Fitted, FormCosts, fit, render
+from services.compactor.fit import Fitted, FormCosts, fit, form_cost, render
 from services.compactor.model import BudgetExceeded, DraftFn, Item, RawFormatError
 from services.compactor.selector import Candidate, LocalDeterministicSelector, Selector
 
@@ -147,9 +147,6 @@ def _candidates(items: tuple[Item, ...], cache: FormCosts) -> list[Candidate]:
     """What a selector sees: each item's richest text and the cost of its tersest form."""
     out = []
     for item in items:
-        key = (id(item), len(item.forms) - 1)
-        if key not in cache:
-            cache[key] = count_tokens(render_for_model(item.forms[-1])) + 1
         out.append(
             Candidate(
                 id=item.id,
@@ -157,7 +154,7 @@ def _candidates(items: tuple[Item, ...], cache: FormCosts) -> list[Candidate]:
                 n=item.n,
                 level=item.level,
                 pinned=item.pinned,
-                tokens=cache[key],
+                tokens=form_cost(item, len(item.forms) - 1, cache),
                 first=item.first,
                 salience=item.salience,
             )
@@ -169,7 +166,6 @@ def _candidates(items: tuple[Item, ...], cache: FormCosts) -> list[Candidate]:
 class _Pick:
     fitted: Fitted
     variant: int
-    kept: int
 
 
 def _best(fits: list[Fitted | None], pinned: list[int]) -> _Pick | None:
@@ -178,11 +174,11 @@ def _best(fits: list[Fitted | None], pinned: list[int]) -> _Pick | None:
     fit worth the most (`Fitted.shown`), the finest on a tie."""
     for index, fitted in enumerate(fits):
         if fitted is not None and fitted.kept >= pinned[index]:
-            return _Pick(fitted, index, fitted.kept)
+            return _Pick(fitted, index)
     best: _Pick | None = None
     for index, fitted in enumerate(fits):
         if fitted is not None and (best is None or fitted.shown > best.fitted.shown):
-            best = _Pick(fitted, index, fitted.kept)
+            best = _Pick(fitted, index)
     return best
 
 
@@ -250,7 +246,9 @@ def compact_tool_result(
         variants = [pinned, *(list(v) for v in draft.coarser)]
         sizes = [len(v) for v in variants]
         plain = _best([fit(draft, [*v, *optional], limit, cache=cache) for v in variants], sizes)
-        if plain is not None and (not optional or plain.kept == len(variants[plain.variant]) + len(optional)):
+        if plain is not None and (
+            not optional or plain.fitted.kept == len(variants[plain.variant]) + len(optional)
+        ):
             return done(plain.fitted, None)
         if optional:
             roomiest = fit(draft, variants[-1], limit, cache=cache, upgrade=False)

@@ -28,6 +28,7 @@ from typing import Any
 
 from schemas.tokens import count_value_tokens
 from services.compactor.model import Draft, Item, RawFormatError
+from services.compactor.render import clip
 from services.compactor.timefmt import Clock
 
 TOOL = "query_tempo"
@@ -252,16 +253,6 @@ def ms_range(durations: Iterable[int]) -> str:
     return f"{lo}ms" if lo == hi else f"{lo}..{hi}ms"
 
 
-def _clip(text: str, limit: int) -> str:
-    """The text up to `limit` characters (at a word boundary when one is near), and how much was
-    cut: a cut is never silent."""
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(" ", 0, limit)
-    cut = cut if cut > limit // 2 else limit
-    return f"{text[:cut]}…(+{len(text) - cut} chars)"
-
-
 def _json_tokens(text: str) -> int:
     """Tokens of a string as it appears inside the digest's JSON (quotes and escapes included)."""
     return count_value_tokens([text])
@@ -274,11 +265,11 @@ def _clip_tokens(text: str, tokens: int) -> str:
     lo, hi = 0, len(text)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if _json_tokens(_clip(text, mid)) <= tokens:
+        if _json_tokens(clip(text, mid)) <= tokens:
             lo = mid
         else:
             hi = mid - 1
-    return _clip(text, lo)
+    return clip(text, lo)
 
 
 def _template(name: str) -> tuple[str, ...]:
@@ -312,7 +303,7 @@ def _attr_text(span: Span, message: str) -> str:
     attrs = [(k, v) for k, v in span.attrs if not (k == "exception.message" and v == message)]
     if not attrs:
         return ""
-    shown = ", ".join(f"{_clip(k, _SERVICE_CHARS)}={_clip(v, _ATTR_CHARS)}" for k, v in attrs[:_MAX_ATTRS])
+    shown = ", ".join(f"{clip(k, _SERVICE_CHARS)}={clip(v, _ATTR_CHARS)}" for k, v in attrs[:_MAX_ATTRS])
     more = f", +{len(attrs) - _MAX_ATTRS} more" if len(attrs) > _MAX_ATTRS else ""
     return f" {{{shown}{more}}}"
 
@@ -379,7 +370,7 @@ def _group(spans: Iterable[Span], key: Callable[[Span], Any]) -> list[_Group]:
 
 
 def _quoted(message: str, limit: int) -> str:
-    return f' "{_clip(message, limit)}"' if message else ""
+    return f' "{clip(message, limit)}"' if message else ""
 
 
 def _error_item(item_id: str, group: _Group, times: _Times) -> Item:
@@ -387,15 +378,15 @@ def _error_item(item_id: str, group: _Group, times: _Times) -> Item:
     duration range; its first start and the exemplar's attributes at the richer forms."""
     head = group.head
     n = len(group.spans)
-    svc = _clip(head.service, _SERVICE_CHARS)
-    name = _clip(head.name, _NAME_CHARS[0])
+    svc = clip(head.service, _SERVICE_CHARS)
+    name = clip(head.name, _NAME_CHARS[0])
     message = _message(head)
     when = times.at(head.start)
     durs = group.durations
     forms = (
         f"{n}× {when} {svc} {name} ERROR{_quoted(message, _MESSAGE_CHARS[0])} {durs}{_attr_text(head, message)}",
         f"{n}× {when} {svc} {name} ERROR{_quoted(message, _MESSAGE_CHARS[1])} {durs}",
-        f"{n}× {svc} {_clip(head.name, _NAME_CHARS[1])} ERROR{_quoted(message, _MESSAGE_CHARS[2])} {durs}",
+        f"{n}× {svc} {clip(head.name, _NAME_CHARS[1])} ERROR{_quoted(message, _MESSAGE_CHARS[2])} {durs}",
     )
     return Item(id=item_id, forms=tuple(dict.fromkeys(forms)), n=n, level="error", pinned=True, first=when)
 
@@ -407,14 +398,14 @@ def _folded_item(item_id: str, groups: Sequence[_Group], times: _Times, by_name:
     head = groups[0].head
     n = len(merged.spans)
     messages = len({_message(s) for s in merged.spans})
-    what = _clip(head.service, _SERVICE_CHARS)
+    what = clip(head.service, _SERVICE_CHARS)
     counts = _plural(len(groups), "group")
     if by_name:  # one name template: `op-1..30`
-        what += " " + _clip(_name_with_ranges([s.name for s in merged.spans]), _NAME_CHARS[1])
+        what += " " + clip(_name_with_ranges([s.name for s in merged.spans]), _NAME_CHARS[1])
         example = " e.g." if messages > 1 else ""
     else:
         counts += ", " + _plural(len({s.name for s in merged.spans}), "name")
-        example = f" e.g. {_clip(head.name, _NAME_CHARS[1])}"
+        example = f" e.g. {clip(head.name, _NAME_CHARS[1])}"
     if messages > 1:
         counts += ", " + _plural(messages, "message")
     when = times.at(merged.head.start)
@@ -439,14 +430,14 @@ def _info_item(item_id: str, group: _Group, times: _Times, trace_ns: int) -> Ite
     """One group of non-error spans (same service, same name but for its digits, shown as ranges)."""
     head = group.head
     n = len(group.spans)
-    svc = _clip(head.service, _SERVICE_CHARS)
+    svc = clip(head.service, _SERVICE_CHARS)
     name = _name_with_ranges([s.name for s in group.spans])
     when = times.at(head.start)
     durs = group.durations
     forms = (
-        f"{n}× {when} {svc} {_clip(name, _NAME_CHARS[0])} {durs}{_attr_text(head, '')}",
-        f"{n}× {when} {svc} {_clip(name, _NAME_CHARS[0])} {durs}",
-        f"{n}× {svc} {_clip(name, _NAME_CHARS[1])} {durs}",
+        f"{n}× {when} {svc} {clip(name, _NAME_CHARS[0])} {durs}{_attr_text(head, '')}",
+        f"{n}× {when} {svc} {clip(name, _NAME_CHARS[0])} {durs}",
+        f"{n}× {svc} {clip(name, _NAME_CHARS[1])} {durs}",
     )
     return Item(
         id=item_id,
@@ -476,9 +467,9 @@ def _steps(path: Sequence[Span], shown: Sequence[int], name_chars: int, mark_err
         if i != previous + 1:
             out.append(f"…{i - previous - 1}")
         s = path[i]
-        svc = f"{_clip(s.service, _SERVICE_CHARS)} " if s.service != last_service else ""
+        svc = f"{clip(s.service, _SERVICE_CHARS)} " if s.service != last_service else ""
         flag = " ERROR" if mark_errors and s.error else ""
-        out.append(f"{svc}{_clip(s.name, name_chars)} {ms(s.duration)}ms{flag}")
+        out.append(f"{svc}{clip(s.name, name_chars)} {ms(s.duration)}ms{flag}")
         last_service = s.service
         previous = i
     return _ARROW.join(out)
@@ -527,12 +518,12 @@ def _headers(
     )
     extra = f"; {roots} roots" if roots != 1 else ""
     duration = f"{ms(root.duration)}ms"
-    root_name = _clip(root.name, _NAME_CHARS[0])
-    summary = f"{counts}; root {_clip(root.service, _SERVICE_CHARS)} {root_name} {duration}{extra}"
+    root_name = clip(root.name, _NAME_CHARS[0])
+    summary = f"{counts}; root {clip(root.service, _SERVICE_CHARS)} {root_name} {duration}{extra}"
     terse = f"{counts}; root {_clip_tokens(root.name, _HEADER_NAME_TOKENS)} {duration}{extra}"
     ranked = sorted(per_service, key=lambda s: (-per_service[s], s))
     services = ", ".join(
-        f"{_clip(s, _SERVICE_CHARS)} {per_service[s]}"
+        f"{clip(s, _SERVICE_CHARS)} {per_service[s]}"
         + (f" ({errors_per_service[s]} error)" if errors_per_service[s] else "")
         for s in ranked[:_SERVICES_SHOWN]
     )

@@ -22,11 +22,6 @@ def iso_from_unix(value: float | int | str) -> str:
     return iso_from_ns(int(dec * 1_000_000_000))
 
 
-def hhmm_from_unix(value: float | int | str) -> str:
-    """A short human form (`03:02`) written beside raw timestamps, never instead of them."""
-    return iso_from_unix(value)[11:16]
-
-
 class Clock:
     """Terse times for one digest: the date is said once (in `window`), each time only as much as
     differs across the digest (HH:MM:SS within a day, MM-DD HH:MM:SS within a year). Seconds are

@@ -257,6 +257,12 @@ def _check_id_round(event: EventBase) -> None:
         )
 
 
+def _require_in_thread(event: EventBase, field: str, value: str) -> None:
+    """An event may only point at a message of its own thread (ids start with the thread key)."""
+    if not value.startswith(f"{event.thread_ts}:"):
+        raise MappingError(f"{field} {value!r} is not in thread {event.thread_ts!r}")
+
+
 def map_event(event: EventBase) -> list[Op]:
     """The operations that project one event. Raises MappingError for an event that cannot be projected."""
     if isinstance(event, AlertReceived):
@@ -339,8 +345,7 @@ def map_event(event: EventBase) -> list[Op]:
     if isinstance(event, RoundCommitted):
         return [_commit_round(event)]
     if isinstance(event, SlackPostRecorded):
-        if not event.post_id.startswith(f"{event.thread_ts}:"):
-            raise MappingError(f"post_id {event.post_id!r} is not in thread {event.thread_ts!r}")
+        _require_in_thread(event, "post_id", event.post_id)
         return [
             RecordPost(
                 post_id=event.post_id,
@@ -357,8 +362,7 @@ def map_event(event: EventBase) -> list[Op]:
             raise MappingError(
                 "re-rendering to a NULL compact is not supported (it would change the model's view)"
             )
-        if not event.target_id.startswith(f"{event.thread_ts}:"):
-            raise MappingError(f"target_id {event.target_id!r} is not in thread {event.thread_ts!r}")
+        _require_in_thread(event, "target_id", event.target_id)
         return [
             ReRender(
                 thread_ts=event.thread_ts,

@@ -17,7 +17,6 @@ import asyncio
 import logging
 import os
 import signal
-from typing import Any
 
 import psycopg
 from confluent_kafka import Consumer, Message, TopicPartition
@@ -80,26 +79,6 @@ class ProjectedRecords:
         return None if row is None else (str(row[0]), str(row[1]))
 
 
-class SlackWeb:
-    """The poster's two Slack calls, on slack_sdk's AsyncWebClient."""
-
-    def __init__(self, web: Any) -> None:
-        self.web = web
-
-    async def find(self, channel: str, root_ts: str | None, post_id: str) -> str | None:
-        return await slack_api.find_tagged(self.web, channel, root_ts, post_id)
-
-    async def post(
-        self,
-        channel: str,
-        thread_ts: str | None,
-        text: str,
-        blocks: list[dict[str, Any]],
-        meta: dict[str, Any],
-    ) -> str:
-        return await slack_api.post_message(self.web, channel, thread_ts, text, blocks, meta)
-
-
 def run(args: argparse.Namespace) -> int:
     configure_logging("slack", args.log_level)
     settings = Settings.from_env()
@@ -149,7 +128,7 @@ async def serve(
     async def emit(event: EventBase) -> None:
         await asyncio.to_thread(emitter.send, event)
 
-    voice = Voice(SlackWeb(web), records, emit, routes, default_channel)
+    voice = Voice(slack_api.SlackWeb(web), records, emit, routes, default_channel)
     consumer = Consumer(consumer_config(bootstrap, group))
     consumer.subscribe([events_topic])
     stop = asyncio.Event()

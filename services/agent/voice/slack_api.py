@@ -71,38 +71,43 @@ def _tagged(message: dict[str, Any], post_id: str) -> bool:
     return isinstance(payload, dict) and payload.get("event_id") == post_id
 
 
-async def find_tagged(web: AsyncWebClient, channel: str, root_ts: str | None, post_id: str) -> str | None:
-    """The ts of a message tagged with `post_id`: among a thread's replies, or, for a thread's root,
-    among the channel's recent messages. Metadata comes back only with include_all_metadata."""
-    cursor: str | None = None
-    for _ in range(SEARCH_PAGES):
-        if root_ts is None:
-            answer = await web.conversations_history(
-                channel=channel, include_all_metadata=True, limit=200, cursor=cursor
-            )
-        else:
-            answer = await web.conversations_replies(
-                channel=channel, ts=root_ts, include_all_metadata=True, limit=200, cursor=cursor
-            )
-        for message in answer.get("messages") or []:
-            if isinstance(message, dict) and _tagged(message, post_id):
-                return str(message["ts"])
-        cursor = (answer.get("response_metadata") or {}).get("next_cursor") or None
-        if not cursor:
-            return None
-    return None
+class SlackWeb:
+    """The poster's two Slack calls (`poster.Slack`), on slack_sdk's AsyncWebClient."""
 
+    def __init__(self, web: AsyncWebClient) -> None:
+        self.web = web
 
-async def post_message(
-    web: AsyncWebClient,
-    channel: str,
-    thread_ts: str | None,
-    text: str,
-    blocks: list[dict[str, Any]],
-    metadata: dict[str, Any],
-) -> str:
-    """One `chat.postMessage`; Slack's ts of the new message."""
-    answer = await web.chat_postMessage(
-        channel=channel, thread_ts=thread_ts, text=text, blocks=blocks, metadata=metadata
-    )
-    return str(answer["ts"])
+    async def find(self, channel: str, root_ts: str | None, post_id: str) -> str | None:
+        """The ts of a message tagged with `post_id`: among a thread's replies, or, for a thread's
+        root, among the channel's recent messages. Metadata comes back only with include_all_metadata."""
+        cursor: str | None = None
+        for _ in range(SEARCH_PAGES):
+            if root_ts is None:
+                answer = await self.web.conversations_history(
+                    channel=channel, include_all_metadata=True, limit=200, cursor=cursor
+                )
+            else:
+                answer = await self.web.conversations_replies(
+                    channel=channel, ts=root_ts, include_all_metadata=True, limit=200, cursor=cursor
+                )
+            for message in answer.get("messages") or []:
+                if isinstance(message, dict) and _tagged(message, post_id):
+                    return str(message["ts"])
+            cursor = (answer.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                return None
+        return None
+
+    async def post(
+        self,
+        channel: str,
+        thread_ts: str | None,
+        text: str,
+        blocks: list[dict[str, Any]],
+        meta: dict[str, Any],
+    ) -> str:
+        """One `chat.postMessage`; Slack's ts of the new message."""
+        answer = await self.web.chat_postMessage(
+            channel=channel, thread_ts=thread_ts, text=text, blocks=blocks, metadata=meta
+        )
+        return str(answer["ts"])
