@@ -23,9 +23,11 @@ import psycopg
 from psycopg import sql
 
 from schemas import topics
+from schemas.ids import thread_key
 from schemas.migrate import apply_migrations
 from services.demo import (
     BOT_USER_ID,
+    CHANNEL,
     Run,
     free_port,
     log_has,
@@ -54,17 +56,20 @@ def _listen(
             sql.Identifier(schema)
         )
         while not done.is_set():
-            notices = list(conn.notifies(timeout=0.2))
-            at = time.perf_counter()
-            threads = set()
-            for n in notices:
+            # Each notice is stamped when it arrives (the rows are readable then: NOTIFY is sent in their
+            # transaction), not when a wait for more notices ends; its thread's rows are read right after
+            # it (stop_after=1: the generator holds the connection while it runs), so a row committed
+            # later is stamped by its own, later notice.
+            arrived: dict[str, float] = {}
+            for n in conn.notifies(timeout=0.2, stop_after=1):
+                at = time.perf_counter()
                 try:
                     payload = json.loads(n.payload)
                 except ValueError:
                     continue
                 if payload.get("schema", schema) == schema and payload.get("thread_ts"):
-                    threads.add(str(payload["thread_ts"]))
-            for ts in threads:
+                    arrived.setdefault(str(payload["thread_ts"]), at)
+            for ts, at in arrived.items():
                 for (mid,) in conn.execute(query, (ts,)).fetchall():
                     if mid in sent and mid not in seen:
                         seen[mid] = at
@@ -92,7 +97,7 @@ async def _send(base: str, secret: str, run_id: str, sent: dict[str, float], n: 
                 "X-Slack-Request-Timestamp": str(now),
                 "X-Slack-Signature": sign(secret, body, now),
             }
-            sent[f"{thread_ts}:-:human:{ts}"] = time.perf_counter()
+            sent[f"{thread_key(CHANNEL, thread_ts)}:-:human:{ts}"] = time.perf_counter()  # (channel, ts) key
             resp = await client.post("/slack/events", content=body, headers=headers)
             resp.raise_for_status()
 
