@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from benchmarks.bench_projector import T0, interleave, synthetic_human, synthetic_round, synthetic_thread
-from schemas.events import IncidentStateChanged, ReRendered, RoundCommitted
-from schemas.ids import message_id
+from schemas.events import IncidentStateChanged, ReRendered, RoundCommitted, SlackPostRecorded
+from schemas.ids import message_id, voice_id
 from schemas.tokens import count_value_tokens
 
 from .helpers import apply_events, messages, table
@@ -217,3 +217,39 @@ def test_human_turns_are_visible_at_once(pg_conn: psycopg.Connection, pg_schema:
 def test_offsets_are_saved_with_the_rows(pg_conn: psycopg.Connection, pg_schema: str) -> None:
     apply_events(pg_conn, synthetic_thread(T), pg_schema, batch=10)
     assert table(pg_conn, "projector_offsets") == [("g", "t", 0, 22)]
+
+
+def _voice(thread: str, phase: str, ts: str | None, root: bool = False) -> SlackPostRecorded:
+    post = message_id(thread, None if root else 1, "alert" if root else "post", 0)
+    return SlackPostRecorded(
+        thread_ts=thread, message_id=voice_id(post, phase), event_time=T0, round=None if root else 1,
+        post_id=post, phase=phase, channel="C0INC", slack_ts=ts, root=root,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_the_voices_records_project_once_whatever_the_plan(
+    pg_conn: psycopg.Connection, pg_schema: str, monkeypatch: pytest.MonkeyPatch, fast: bool
+) -> None:
+    from services.projector import store
+
+    if not fast:
+        monkeypatch.setattr(store, "fast_plan_applies", lambda items: False)
+    records = [
+        _voice(T, "intent", None, root=True),
+        _voice(T, "posted", "1700000000.000100", root=True),
+        _voice(T, "intent", None),
+        _voice(T, "found", "1700000000.000200"),
+    ]
+    thread = synthetic_thread(T)
+    apply_events(pg_conn, [*thread, *records], pg_schema)
+    once = table(pg_conn, "slack_posts", order="post_id, phase")
+    assert [(r[0].split(":", 1)[1], r[1], r[4], r[5]) for r in once] == [
+        ("-:alert:0", "intent", None, True),
+        ("-:alert:0", "posted", "1700000000.000100", True),
+        ("1:post:0", "found", "1700000000.000200", False),
+        ("1:post:0", "intent", None, False),
+    ]
+    apply_events(pg_conn, [e for e in [*records, *thread] for _ in (0, 1)], pg_schema, batch=3)
+    assert table(pg_conn, "slack_posts", order="post_id, phase") == once
+    assert not [r for r in messages(pg_conn) if ":voice:" in r[0]]  # the voice's records are not context
