@@ -301,7 +301,7 @@ def measure_projection(settings: Settings, threads: int) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     try:
         config = ProjectorConfig(
-            bootstrap_servers=settings.kafka_bootstrap_servers,
+            kafka=settings.kafka,
             dsn=settings.database_url,
             schema=ours,
             topic=topic,

@@ -97,7 +97,7 @@ def run(settings: Settings) -> dict[str, Any]:
     ensure_topics(settings.kafka_bootstrap_servers, (TopicSpec(topic, partitions),))
     produce_s = _produce(settings.kafka_bootstrap_servers, topic, EVENTS)
     config = ProjectorConfig(
-        bootstrap_servers=settings.kafka_bootstrap_servers,
+        kafka=settings.kafka,
         dsn=settings.database_url,
         schema=schema,
         topic=topic,

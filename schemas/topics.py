@@ -7,6 +7,7 @@ are the system of record, and replays re-derive Postgres from them.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,27 +39,42 @@ TOPICS: tuple[TopicSpec, ...] = (
 )
 
 
+def admin(kafka: str | Mapping[str, Any]) -> Any:
+    """An AdminClient from a bootstrap string or a full librdkafka config (security included)."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": kafka} if isinstance(kafka, str) else dict(kafka))
+
+
 def ensure_topics(
-    bootstrap_servers: str,
+    bootstrap_servers: str | Mapping[str, Any],
     specs: tuple[TopicSpec, ...] = TOPICS,
     timeout: float = 30.0,
     replication_factor: int = 1,
+    min_insync_replicas: int | None = None,
 ) -> list[str]:
     """Create any missing topic; existing ones are left as they are. Returns the names created.
 
-    The local stack has one broker (replication 1); a production cluster wants 3.
+    The local stack has one broker (replication 1); a production cluster wants 3, with
+    `min_insync_replicas=2` (the topic config min.insync.replicas; None: the broker's default), so an
+    acks=all write survives the loss of any one broker. -1 is the broker's default.replication.factor.
     """
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    existing = set(admin.list_topics(timeout=timeout).topics)
+    client = admin(bootstrap_servers)
+    existing = set(client.list_topics(timeout=timeout).topics)
     missing = [s for s in specs if s.name not in existing]
     if not missing:
         return []
-    futures = admin.create_topics(
+    futures = client.create_topics(
         [
             NewTopic(
-                s.name, num_partitions=s.partitions, replication_factor=replication_factor, config=s.config
+                s.name,
+                num_partitions=s.partitions,
+                replication_factor=replication_factor,
+                config=s.config
+                if min_insync_replicas is None
+                else {**s.config, "min.insync.replicas": str(min_insync_replicas)},
             )
             for s in missing
         ],
@@ -76,7 +92,7 @@ def ensure_topics(
     # broker started seconds before: a compactor started right after the demo created its topics
     # was told they did not exist). Return only once each is visible with all its partitions.
     for spec in missing:
-        visible = partitions_once_visible(admin, spec.name, timeout)
+        visible = partitions_once_visible(client, spec.name, timeout)
         if visible != spec.partitions:
             raise RuntimeError(
                 f"topic {spec.name!r} was created but the broker shows {visible} of its "
@@ -97,11 +113,11 @@ def partitions_once_visible(admin: Any, topic: str, timeout: float = 30.0) -> in
         time.sleep(0.2)
 
 
-def record_limit(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> int:
+def record_limit(kafka: str | Mapping[str, Any], topic: str, timeout: float = 30.0) -> int:
     """The topic's `max.message.bytes`: the largest record batch the broker accepts for it."""
-    from confluent_kafka.admin import AdminClient, ConfigResource
+    from confluent_kafka.admin import ConfigResource
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    configs = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout=timeout)
+    client = admin(kafka)  # kept alive until the future is done
+    configs = client.describe_configs([resource], request_timeout=timeout)[resource].result(timeout=timeout)
     return int(configs["max.message.bytes"].value)

@@ -285,16 +285,39 @@ def models_used(dsn: str, schema: str, thread_ts: str, agent_log: Path) -> set[s
     return found
 
 
+def secure_names(run: Run) -> Any:
+    """This run's topics and groups, for the ACLs of the secured node's service principals."""
+    from deploy.local import kafka_secure
+
+    t = run.topics
+    return kafka_secure.Names(
+        events=t["events"],
+        compacted=t["compacted"],
+        wake=t["wake"],
+        dlq=t["dlq"],
+        selections=t["selections"],
+        groups={service: f"demo.{run.run_id}.{service}" for service in kafka_secure.SERVICES},
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per step (default 120)")
     parser.add_argument("--keep-schema", action="store_true", help="accepted for clarity; schemas are kept")
     parser.add_argument("--cache-dir", default=".cache/demo")
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="run over the secured stack (`up --secure`): Kafka over SASL_SSL with each service as its own "
+        "SCRAM principal under ACLs, Postgres over TLS with sslmode=verify-full",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    from deploy.local import kafka_secure
     from deploy.local.stack import up
     from schemas.migrate import apply_migrations
     from services.projector.show import fetch_rows, render_table
+    from services.runtime.kafka import admin_config
     from services.seed import seed_incident
 
     run_ = Run(uuid.uuid4().hex[:8], Path(args.cache_dir) / "")
@@ -302,7 +325,7 @@ def run(args: argparse.Namespace) -> int:
     run_.root.mkdir(parents=True, exist_ok=True)
     t = args.timeout
     run_.step(f"run {run_.run_id}: starting the stack (Kafka, PostgreSQL)")
-    info = up()
+    info = up(secure=args.secure)
     bootstrap = getattr(info, "kafka_bootstrap_servers", None) or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     dsn = getattr(info, "database_url", None) or os.environ.get("DATABASE_URL")
     if not bootstrap or not dsn:
@@ -311,6 +334,13 @@ def run(args: argparse.Namespace) -> int:
         s = Settings.from_env()
         bootstrap, dsn = bootstrap or s.kafka_bootstrap_servers, dsn or s.database_url
     names = run_.topics
+    secure = info.secure_kafka if args.secure else None
+    if args.secure and secure is None:
+        raise UserFacingError(
+            "--secure runs on the local stack's secured Kafka node: unset KAFKA_BOOTSTRAP_SERVERS"
+        )
+    admin: str | dict[str, Any] = admin_config(secure.client()) if secure else bootstrap
+    dsn = (info.verify_full_dsn or dsn) if secure else dsn
     parts = {spec.name: spec.partitions for spec in topics.TOPICS}
     specs = tuple(
         topics.TopicSpec(names[k], parts[base])
@@ -321,7 +351,13 @@ def run(args: argparse.Namespace) -> int:
             ("dlq", topics.DLQ),
         )
     )
-    topics.ensure_topics(bootstrap, specs)
+    topics.ensure_topics(admin, specs)
+    if secure:
+        kafka_secure.grant(secure.client(), kafka_secure.service_acls(secure_names(run_)))
+        run_.step(
+            f"secured: Kafka {secure.bootstrap} over SASL_SSL, one SCRAM principal per service with ACLs "
+            "for this run's topics and groups; Postgres over TLS (sslmode=verify-full)"
+        )
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(run_.schema)))
     with psycopg.connect(dsn) as conn:
@@ -346,7 +382,12 @@ def run(args: argparse.Namespace) -> int:
         run_.step(
             f"Slack: {'our stand-in' if side.ours else 'the Slack API'} at {side.api_url}, channel {side.channel}"
         )
-        slack_env = {**env, "SLACK_API_URL": side.api_url, "SLACK_BOT_TOKEN": side.bot_token}
+
+        def env_of(service: str, base: dict[str, str] = env) -> dict[str, str]:
+            """Secured: the service's own principal (its client properties file) on the SASL_SSL node."""
+            return {**base, **secure.env(service)} if secure else base
+
+        slack_env = env_of("slack", {**env, "SLACK_API_URL": side.api_url, "SLACK_BOT_TOKEN": side.bot_token})
         start(
             run_,
             "slack",
@@ -359,7 +400,7 @@ def run(args: argparse.Namespace) -> int:
             "ingest",
             ["--port", str(port), "--events-topic", names["events"], "--wake-topic", names["wake"],
              "--schema", run_.schema, *common],
-            env,
+            env_of("ingest"),
         )  # fmt: skip
         start(
             run_,
@@ -372,7 +413,7 @@ def run(args: argparse.Namespace) -> int:
                 "--workers-dir", str(run_.root / "faust"),
                 *common,
             ],
-            env,
+            env_of("compactor"),
         )  # fmt: skip
         start(
             run_,
@@ -386,7 +427,7 @@ def run(args: argparse.Namespace) -> int:
                 f"demo.{run_.run_id}.projector",
                 *common,
             ],
-            env,
+            env_of("projector"),
         )
         start(
             run_,
@@ -398,7 +439,7 @@ def run(args: argparse.Namespace) -> int:
                 "--group", f"demo.{run_.run_id}.agent",
                 *common,
             ],
-            env,
+            env_of("agent"),
         )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
 

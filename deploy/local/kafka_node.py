@@ -3,6 +3,8 @@
 The jars come from Maven Central through `kafka/pom.xml`; the broker runs as
 `java -cp 'libs/*' kafka.Kafka server.properties`, the way the distribution's
 bin/kafka-server-start.sh does, with its JVM flags and a smaller heap.
+The same code runs each node of the three-node cluster (deploy/local/kafka_cluster.py): a `Member`
+says which node it is and which quorum it votes in; `extra` overlays any other property.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import string
 import subprocess
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from deploy.local import procs
 from services.runtime import settings
 from services.runtime.errors import UserFacingError
+from services.runtime.kafka_client import KafkaClient
 
 HERE = Path(__file__).resolve().parent / "kafka"
 MARKER = "kafka.Kafka"
@@ -69,6 +73,22 @@ class KafkaPaths:
         return self.logs / "console.log"
 
 
+@dataclass(frozen=True)
+class Member:
+    """A node's place in its cluster. The default is the local stack's single node."""
+
+    node_id: int = 1
+    voters: str | None = None  # controller.quorum.voters; None: this node alone, on its controller port
+    replication: int = 1  # of the internal topics, and default.replication.factor
+    min_isr: int = 1  # min.insync.replicas, and the transaction log's
+
+    def quorum(self, controller_port: int) -> str:
+        return self.voters or f"{self.node_id}@127.0.0.1:{controller_port}"
+
+
+SINGLE = Member()
+
+
 def paths(state: Path | None = None) -> KafkaPaths:
     return KafkaPaths((state or settings.state_dir()) / "kafka")
 
@@ -110,14 +130,49 @@ def build_classpath(p: KafkaPaths) -> bool:
     return True
 
 
-def write_config(p: KafkaPaths, port: int | None = None, controller_port: int | None = None) -> None:
+def write_config(
+    p: KafkaPaths,
+    port: int | None = None,
+    controller_port: int | None = None,
+    member: Member = SINGLE,
+    extra: Mapping[str, str] | None = None,
+) -> None:
+    """Render server.properties from the template, then append `extra` (any properties: listeners,
+    security...). Java's Properties keeps the last occurrence of a key, so `extra` wins."""
     template = string.Template((HERE / "server.properties").read_text())
+    controller_port = controller_port or settings.LOCAL_KAFKA_CONTROLLER_PORT
     text = template.substitute(
         port=port or settings.LOCAL_KAFKA_PORT,
-        controller_port=controller_port or settings.LOCAL_KAFKA_CONTROLLER_PORT,
+        controller_port=controller_port,
         log_dirs=p.data,
+        node_id=member.node_id,
+        voters=member.quorum(controller_port),
+        replication=member.replication,
+        min_isr=member.min_isr,
     )
+    if extra:
+        lines = ["", "# Overlay (write_config's `extra`): the last occurrence of a key wins."]
+        lines += [f"{_escape(key, key=True)}={_escape(value)}" for key, value in extra.items()]
+        text = text.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
     p.config.write_text(text)
+
+
+def _escape(text: str, key: bool = False) -> str:
+    """`text` as java.util.Properties.load reads it back: backslash escapes, ISO-8859-1 (\\uXXXX beyond
+    ASCII), and in a key its separators and comment marks escaped too."""
+    if key and not text:
+        raise ValueError("an empty Kafka property name")
+    out = []
+    for i, ch in enumerate(text):
+        code = ord(ch)
+        if ch in "\\\t\n\r\f" or (key and ch in " =:#!") or (ch == " " and i == 0):
+            out.append({"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}.get(ch, "\\" + ch))
+        elif code < 0x20 or code > 0x7E:
+            units = ch.encode("utf-16-be")
+            out += [f"\\u{int.from_bytes(units[j : j + 2], 'big'):04x}" for j in range(0, len(units), 2)]
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def cluster_id(p: KafkaPaths) -> str:
@@ -143,12 +198,13 @@ def _java(p: KafkaPaths, main: str, *args: str, heap: list[str]) -> list[str]:
     ]
 
 
-def format_storage(p: KafkaPaths) -> None:
-    """Format the KRaft log dir once (static quorum voters, so no --standalone)."""
+def format_storage(p: KafkaPaths, extra_args: Sequence[str] = ()) -> None:
+    """Format the KRaft log dir once (static quorum voters, so no --standalone). `extra_args`: e.g.
+    `--add-scram` users, which KRaft takes only here, before the first start."""
     if (p.data / "meta.properties").is_file():
         return
     argv = _java(p, "kafka.tools.StorageTool", "format", "--cluster-id", cluster_id(p), "--config", str(p.config),
-                 "--ignore-formatted", heap=["-Xmx256m"])  # fmt: skip
+                 "--ignore-formatted", *extra_args, heap=["-Xmx256m"])  # fmt: skip
     result = subprocess.run(argv, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise UserFacingError(
@@ -163,12 +219,37 @@ def _port_in_use(port: int) -> bool:
 
 
 def start(
-    p: KafkaPaths, timeout: float = 90.0, port: int | None = None, controller_port: int | None = None
+    p: KafkaPaths,
+    timeout: float = 90.0,
+    port: int | None = None,
+    controller_port: int | None = None,
+    member: Member = SINGLE,
+    extra: Mapping[str, str] | None = None,
+    format_args: Sequence[str] = (),
+    client: KafkaClient | None = None,
 ) -> int:
     """Start the broker in the background and wait until it answers metadata. Returns its pid.
 
     `port`/`controller_port` default to the local stack's; other values run another, independent
-    node (see `start_isolated`)."""
+    node (see `start_isolated`). `client`: how to ask it for metadata (a secured node's admin)."""
+    port = port or settings.LOCAL_KAFKA_PORT
+    proc = launch(p, port, controller_port, member, extra, format_args)
+    wait_ready(p, timeout, proc, address=f"127.0.0.1:{port}", client=client)
+    return proc.pid
+
+
+def launch(
+    p: KafkaPaths,
+    port: int | None = None,
+    controller_port: int | None = None,
+    member: Member = SINGLE,
+    extra: Mapping[str, str] | None = None,
+    format_args: Sequence[str] = (),
+) -> subprocess.Popen[bytes]:
+    """Write the config, format the storage once, spawn the broker and write its pid file; no wait.
+
+    A node of a multi-node quorum answers only once a majority of the voters runs, so a cluster
+    launches every node first and waits after (deploy/local/kafka_cluster.py)."""
     port = port or settings.LOCAL_KAFKA_PORT
     controller_port = controller_port or settings.LOCAL_KAFKA_CONTROLLER_PORT
     for port_ in (port, controller_port):
@@ -179,12 +260,22 @@ def start(
             )
     p.logs.mkdir(parents=True, exist_ok=True)
     p.data.mkdir(parents=True, exist_ok=True)
-    write_config(p, port, controller_port)
-    format_storage(p)
+    write_config(p, port, controller_port, member, extra)
+    format_storage(p, format_args)
     proc = procs.spawn(_java(p, MARKER, str(p.config), heap=HEAP), p.console_log, cwd=p.root)
     p.pid_file.write_text(f"{proc.pid}\n")
-    wait_ready(p, timeout, proc, address=f"127.0.0.1:{port}")
-    return proc.pid
+    return proc
+
+
+def link_jars(p: KafkaPaths, jars: Path | None = None) -> None:
+    """Make `p` use the jars already resolved in `jars` (the local stack's by default): a symlink,
+    no Maven run."""
+    shared = jars or paths().libs
+    if not shared.is_dir():
+        raise UserFacingError(f"no Kafka jars in {shared}: run `incident-memory up` first")
+    p.root.mkdir(parents=True, exist_ok=True)
+    if not p.libs.exists():
+        p.libs.symlink_to(shared, target_is_directory=True)
 
 
 def start_isolated(root: Path, port: int, controller_port: int, timeout: float = 90.0) -> int:
@@ -192,19 +283,19 @@ def start_isolated(root: Path, port: int, controller_port: int, timeout: float =
 
     For tests that must hurt a broker (kill it, restart it) without touching the shared one: it
     reuses the local stack's jars (a symlink, no Maven run) and the same server.properties template.
-    Stop it with `stop(KafkaPaths(root))`; its state is whatever `root` holds."""
+    Stop it with `stop(KafkaPaths(root))`; its state is whatever `root` holds. Three of them in one
+    quorum: deploy/local/kafka_cluster.isolated."""
     p = KafkaPaths(root)
-    shared = paths().libs
-    if not shared.is_dir():
-        raise UserFacingError(f"no Kafka jars in {shared}: run `incident-memory up` first")
-    root.mkdir(parents=True, exist_ok=True)
-    if not p.libs.exists():
-        p.libs.symlink_to(shared, target_is_directory=True)
+    link_jars(p)
     return start(p, timeout, port=port, controller_port=controller_port)
 
 
 def wait_ready(
-    p: KafkaPaths, timeout: float, proc: subprocess.Popen[bytes] | None = None, address: str | None = None
+    p: KafkaPaths,
+    timeout: float,
+    proc: subprocess.Popen[bytes] | None = None,
+    address: str | None = None,
+    client: KafkaClient | None = None,
 ) -> None:
     from services.runtime.checks import check_kafka
 
@@ -219,7 +310,7 @@ def wait_ready(
                 + procs.tail(p.console_log, 10)
             )
         try:
-            check_kafka(address or bootstrap(), timeout=2.0)
+            check_kafka(client or address or bootstrap(), timeout=2.0)
             return
         except UserFacingError as exc:
             last = exc

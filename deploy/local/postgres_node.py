@@ -14,8 +14,9 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
-from deploy.local import procs
+from deploy.local import procs, tls
 from services.runtime import settings
 from services.runtime.errors import UserFacingError
 
@@ -30,7 +31,16 @@ shared_buffers = 256MB
 fsync = on
 log_min_messages = warning
 log_line_prefix = '%m [%p] %q%u@%d '
+# TLS, once `up --secure` has written it (it stays on: a client that does not ask for TLS still connects).
+include_if_exists = 'incident_memory_tls.conf'
 """
+TLS_CONF_NAME = "incident_memory_tls.conf"
+TLS_CONF = """# Written by deploy/local/postgres_node.py on `incident-memory up --secure`.
+ssl = on
+ssl_cert_file = '{cert}'
+ssl_key_file = '{key}'
+"""
+TLS_HOSTS = ("127.0.0.1", "localhost")
 NO_MAIN_CLUSTER = Path("/etc/postgresql-common/createcluster.conf")
 
 
@@ -56,6 +66,11 @@ def dsn() -> str:
         f"postgresql://{settings.LOCAL_PG_USER}:{settings.LOCAL_PG_PASSWORD}"
         f"@127.0.0.1:{settings.LOCAL_PG_PORT}/{settings.LOCAL_PG_DB}"
     )
+
+
+def verify_full_dsn(ca_file: Path) -> str:
+    """The local DSN that insists on TLS and checks the server's certificate and name against `ca_file`."""
+    return f"{dsn()}?sslmode=verify-full&sslrootcert={quote(str(ca_file), safe='/')}"
 
 
 def _as_root() -> bool:
@@ -154,6 +169,42 @@ def write_config(p: PgPaths) -> None:
     conf = p.data / CONF_NAME
     conf.write_text(CONF.format(socket_dir=p.socket_dir))
     _own(conf)
+
+
+def enable_tls(p: PgPaths, bins: Path, ca: tls.Issued) -> tls.Issued:
+    """`ssl = on` with a server certificate from `ca`; a running server reloads (no restart, no lost data).
+
+    The certificate and key live in <pg root>/tls, owned by the cluster's OS user (the key 0600, as
+    PostgreSQL demands), and are reissued only when tls.issue finds them unfit. Idempotent.
+    """
+    server = tls.issue(ca, p.root / "tls", "server", hosts=TLS_HOSTS)
+    for path in (server.cert.parent, server.cert, server.key, server.chain, server.keystore):
+        _own(path)
+    conf = p.data / TLS_CONF_NAME
+    conf.write_text(TLS_CONF.format(cert=server.cert, key=server.key))
+    _own(conf)
+    write_config(p)  # a cluster configured before --secure existed gets the include line
+    if running_pid(p) is not None:
+        _run_as([str(bins / "pg_ctl"), "-D", str(p.data), "reload"])
+    return server
+
+
+def wait_tls(p: PgPaths, ca_file: Path, timeout: float = 15.0) -> None:
+    """Until a verify-full connection works (a reload is asynchronous); else one error with the log's tail."""
+    from services.runtime.checks import check_postgres
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            check_postgres(verify_full_dsn(ca_file), timeout=5)
+            return
+        except UserFacingError as exc:
+            if time.monotonic() > deadline:
+                raise UserFacingError(
+                    f"the local PostgreSQL did not take TLS: {exc}; last lines of {p.log_file}:\n"
+                    f"{procs.tail(p.log_file)}"
+                ) from None
+            time.sleep(0.2)
 
 
 def start(p: PgPaths, bins: Path, timeout: float = 60.0) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 
 from schemas import topics
 from services.runtime.errors import UserFacingError
+from services.runtime.kafka_client import KafkaClient
 
 DEFAULT_COMPACTORS = {
     "query_loki": "query_loki",
@@ -59,7 +60,7 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class AgentConfig:
-    bootstrap_servers: str
+    kafka: KafkaClient  # bootstrap + security (services.runtime.kafka_client)
     database_url: str
     schema: str = "public"
     events_topic: str = topics.EVENTS

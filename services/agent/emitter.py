@@ -14,6 +14,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from schemas.events import EventBase
 from services.runtime.kafka import producer_config
+from services.runtime.kafka_client import KafkaClient
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.emitter")
@@ -22,9 +23,9 @@ log = logging.getLogger("agent.emitter")
 class EventEmitter:
     """A thread-safe idempotent producer of thread events, keyed by thread_ts."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, **overrides: Any) -> None:
+    def __init__(self, kafka: KafkaClient | str, topic: str, **overrides: Any) -> None:
         self.topic = topic
-        self._producer = Producer(producer_config(bootstrap_servers, **overrides))
+        self._producer = Producer(producer_config(kafka, **overrides))
         self._lock = threading.Lock()
 
     def send(self, *events: EventBase, timeout: float = 30.0) -> None:

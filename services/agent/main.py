@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 
 import psycopg
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -31,6 +32,7 @@ from services.agent.mcp_client import McpToolbox
 from services.agent.offsets import OffsetTracker
 from services.agent.round import Models, RoundResult, TriggerNotProjected, run_round
 from services.agent.toolpath import ProjectionTimeout
+from services.runtime.checks import check_kafka, check_kafka_access
 from services.runtime.health import Heartbeat, serve_metrics_and_health
 from services.runtime.kafka import consumer_config, dead_letter
 from services.runtime.logs import about, configure_logging
@@ -58,7 +60,7 @@ class AgentService:
         self.stop = threading.Event()
         self.loop = asyncio.new_event_loop()
         self.toolbox: McpToolbox | None = None
-        self.emitter = EventEmitter(config.bootstrap_servers, config.events_topic)
+        self.emitter = EventEmitter(config.kafka, config.events_topic)
         self.send_dead_letter = dead_letter_sender(self.emitter, dlq_topic)
         self.results: list[RoundResult] = []
         self._locks: dict[str, asyncio.Lock] = {}
@@ -159,7 +161,7 @@ class AgentService:
 
     def run(self, exit_when_idle: float | None = None) -> int:
         self._start_loop()
-        consumer = Consumer(consumer_config(self.config.bootstrap_servers, self.config.group_id))
+        consumer = Consumer(consumer_config(self.config.kafka, self.config.group_id))
 
         def on_revoke(c: Consumer, partitions: list[TopicPartition]) -> None:
             try:
@@ -276,12 +278,14 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
                 "env": {"DATABASE_URL": dsn, "TELEMETRY_MCP_SCHEMA": schema},
             }
         ]
+    kafka = settings.kafka
+    bootstrap = args.bootstrap_servers or data.pop("bootstrap_servers", None)
+    if bootstrap:
+        kafka = replace(kafka, bootstrap_servers=bootstrap)
     return build_config(
         data,
         models=models,
-        bootstrap_servers=args.bootstrap_servers
-        or data.pop("bootstrap_servers", None)
-        or settings.kafka_bootstrap_servers,
+        kafka=kafka,
         database_url=dsn,
         schema=schema,
         events_topic=args.events_topic,
@@ -299,6 +303,14 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging("agent", args.log_level)
     config = config_from_args(args)
+    check_kafka(config.kafka)
+    check_kafka_access(
+        config.kafka,
+        reads=(config.wake_topic,),
+        writes=(config.events_topic, args.dlq_topic),
+        group=config.group_id,
+        service="the agent",
+    )
     heartbeat = Heartbeat()
     if args.metrics_port:
         serve_metrics_and_health(args.metrics_port, heartbeat)

@@ -11,6 +11,7 @@ import argparse
 import logging
 import os
 import socket
+from dataclasses import replace
 from pathlib import Path
 
 from schemas import topics
@@ -21,6 +22,7 @@ from services.compactor.stream_config import (
     StreamConfig,
 )
 from services.runtime.errors import UserFacingError
+from services.runtime.kafka import admin_config
 from services.runtime.settings import Settings, state_dir
 
 log = logging.getLogger("incident_memory.compactor")
@@ -69,10 +71,12 @@ def config_from_args(args: argparse.Namespace) -> StreamConfig:
         port = getattr(args, name)
         if port is not None and not 0 < port < 65536:
             raise UserFacingError(f"--{name.replace('_', '-')} must be a TCP port, got {port}")
-    bootstrap = args.broker or Settings.from_env().kafka_bootstrap_servers
+    kafka = Settings.from_env().kafka
+    if args.broker:
+        kafka = replace(kafka, bootstrap_servers=args.broker)
     workers_dir = os.path.abspath(args.workers_dir) if args.workers_dir else str(state_dir() / "faust")
     return StreamConfig(
-        bootstrap_servers=bootstrap,
+        kafka=kafka,
         app_id=args.app_id,
         events_topic=args.events_topic,
         compacted_topic=args.compacted_topic,
@@ -94,12 +98,20 @@ def check_topics(config: StreamConfig) -> int:
 
     Creates the selection changelog (compacted) if missing. Returns the partition count.
     """
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from services.runtime.checks import check_kafka
+    from services.runtime.checks import check_kafka, check_kafka_access
 
-    check_kafka(config.bootstrap_servers)
-    admin = AdminClient({"bootstrap.servers": config.bootstrap_servers})
+    check_kafka(config.kafka)
+    check_kafka_access(
+        config.kafka,
+        reads=(config.events_topic, config.selections_topic),
+        writes=(config.compacted_topic, config.dlq_topic, config.selections_topic),
+        group=config.app_id,
+        service="the compactor",
+    )
+    admin = AdminClient(admin_config(config.kafka))
     metadata = admin.list_topics(timeout=10).topics
     for name in (config.events_topic, config.compacted_topic, config.dlq_topic):
         if name not in metadata:
@@ -112,7 +124,15 @@ def check_topics(config: StreamConfig) -> int:
             "they must be equal so every thread keeps its partition"
         )
     spec = topics.TopicSpec(config.selections_topic, source, {"cleanup.policy": "compact"})
-    topics.ensure_topics(config.bootstrap_servers, (spec,))
+    # As many replicas as the events topic (-1: the broker's default): a changelog with one replica
+    # on a three-broker cluster would stop every worker's writes with the one broker holding it.
+    replication = max(
+        (len(p.replicas) for p in metadata[config.events_topic].partitions.values()), default=-1
+    )
+    try:
+        topics.ensure_topics(admin_config(config.kafka), (spec,), replication_factor=replication)
+    except KafkaException as exc:
+        raise UserFacingError(f"could not create {spec.name}: {exc.args[0].str()}") from None
     existing = topics.partitions_once_visible(admin, spec.name)
     if existing != source:
         raise UserFacingError(f"{config.selections_topic} has {existing} partitions, expected {source}")
@@ -120,8 +140,6 @@ def check_topics(config: StreamConfig) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from services.compactor.plugins import load_plugins
     from services.compactor.stream_metrics import StreamMetrics
     from services.compactor.stream_selector import CountingSelector, load_selector
@@ -135,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     config = replace(
         config,
         partitions=check_topics(config),
-        max_output_bytes=topics.record_limit(config.bootstrap_servers, config.compacted_topic),
+        max_output_bytes=topics.record_limit(admin_config(config.kafka), config.compacted_topic),
     )
     config.datadir.mkdir(parents=True, exist_ok=True)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schemas import topics
+from services.runtime.kafka_client import KafkaClient
 
 DEFAULT_APP_ID = "incident-memory-compactor"
 DEFAULT_SELECTIONS_TOPIC = "incident-memory-compactor-selections"
@@ -14,7 +15,7 @@ GUARANTEES = ("at_least_once", "exactly_once")
 
 @dataclass(frozen=True)
 class StreamConfig:
-    bootstrap_servers: str
+    kafka: KafkaClient  # bootstrap + security, read once (services.runtime.kafka_client)
     app_id: str = DEFAULT_APP_ID  # = the consumer group
     events_topic: str = topics.EVENTS
     compacted_topic: str = topics.COMPACTED
@@ -41,6 +42,8 @@ class StreamConfig:
     def broker_urls(self) -> list[str]:
         """faust's broker URLs from a Kafka bootstrap list (`host:port,host:port`)."""
         hosts = [
-            h.strip().removeprefix("PLAINTEXT://") for h in self.bootstrap_servers.split(",") if h.strip()
+            h.strip().removeprefix("PLAINTEXT://")
+            for h in self.kafka.bootstrap_servers.split(",")
+            if h.strip()
         ]
         return [h if h.startswith("kafka://") else f"kafka://{h}" for h in hosts]

@@ -16,14 +16,17 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any, ClassVar
 
 import faust
+from faust.auth import SASLCredentials, SSLCredentials
 from faust.transport.drivers import aiokafka as faust_aiokafka
-from faust.types import TP, ConsumerT
+from faust.types import TP, ConsumerT, ProducerT
+from faust.types.auth import CredentialsT
 
 from schemas.events import Selection
 from services.compactor.selector import Selector
 from services.compactor.stream import Compacted, Dead, Forward, process
 from services.compactor.stream_config import StreamConfig
 from services.compactor.stream_metrics import StreamMetrics
+from services.runtime.kafka_client import KafkaClient
 from services.runtime.logs import about, configure_logging
 
 log = logging.getLogger("incident_memory.compactor")
@@ -36,6 +39,7 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
     app = faust.App(
         config.app_id,
         broker=config.broker_urls(),
+        broker_credentials=faust_credentials(config.kafka),
         datadir=str(config.datadir),
         autodiscover=False,
         processing_guarantee=config.processing_guarantee,
@@ -156,6 +160,20 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
     return app
 
 
+def faust_credentials(kafka: KafkaClient) -> CredentialsT | None:
+    """The one Kafka client configuration as faust's credentials (faust hands them to aiokafka)."""
+    security = kafka.security
+    if security.sasl:
+        return SASLCredentials(
+            username=security.username,
+            password=security.password,
+            ssl_context=kafka.ssl_context(),
+            mechanism=security.mechanism,
+        )
+    context = kafka.ssl_context()
+    return SSLCredentials(context) if context is not None else None
+
+
 class _NoLossConsumer(faust_aiokafka.Consumer):
     """faust's aiokafka consumer, closing two holes that lose records of a new consumer group.
 
@@ -247,8 +265,22 @@ class _NoLossConsumer(faust_aiokafka.Consumer):
             super().resume_partitions(held & assigned)
 
 
+class _IdempotentProducer(faust_aiokafka.Producer):
+    """faust's aiokafka producer with acks=all and idempotence, always.
+
+    faust 0.15.3 asks aiokafka for idempotence only inside a transaction (`_settings_extra`, under
+    exactly_once). Under at_least_once, a batch whose ack was lost (a broker killed mid-request, a
+    leader moving) is sent again and written twice; with idempotence the broker recognises the retry
+    by producer id and sequence number and keeps one copy. The threaded producer and every
+    transactional producer read the same settings."""
+
+    def _settings_extra(self) -> dict[str, Any]:
+        return {**super()._settings_extra(), "acks": "all", "enable_idempotence": True}
+
+
 class _Transport(faust_aiokafka.Transport):
     Consumer: ClassVar[type[ConsumerT]] = _NoLossConsumer
+    Producer: ClassVar[type[ProducerT]] = _IdempotentProducer
 
 
 def _tool_of(result: Dead) -> str:

@@ -29,6 +29,7 @@ from services.ingest.planned import Planned, parse_json_object
 from services.ingest.producer import Delivery, ProduceError
 from services.ingest.rejections import Rejected
 from services.runtime.kafka import consumer_config, dead_letter
+from services.runtime.kafka_client import KafkaClient
 from services.runtime.logs import about
 
 log = logging.getLogger("incident_memory.ingest.alerts_topic")
@@ -49,12 +50,12 @@ class AlertsTopicConfig:
 
 class AlertsTopicConsumer:
     def __init__(
-        self, config: AlertsTopicConfig, emitter: Emitter, bootstrap_servers: str, window: Window
+        self, config: AlertsTopicConfig, emitter: Emitter, kafka: KafkaClient | str, window: Window
     ) -> None:
         self.config = config
         self.emitter = emitter
         self.window = window
-        self._consumer_config = consumer_config(bootstrap_servers, config.group, **config.overrides)
+        self._consumer_config = consumer_config(kafka, config.group, **config.overrides)
 
     def run(self, stop: threading.Event) -> None:
         """Consume until `stop` is set; a worker for `build_app`."""

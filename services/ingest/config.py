@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from schemas import topics
+from services.runtime.kafka_client import KafkaClient
 
 # 1 MiB: far above any Slack event or Alertmanager group, small enough to bound memory.
 MAX_BODY_BYTES = 1024 * 1024
@@ -14,7 +15,7 @@ MAX_BODY_BYTES = 1024 * 1024
 class IngestConfig:
     signing_secret: str
     alertmanager_token: str
-    bootstrap_servers: str
+    kafka: KafkaClient  # bootstrap + security (services.runtime.kafka_client)
     bot_user_id: str | None = None
     events_topic: str = topics.EVENTS
     wake_topic: str = topics.WAKE

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
+from collections.abc import Callable
+from dataclasses import replace
 
 import uvicorn
 
@@ -19,9 +22,12 @@ from services.ingest.config import MAX_BODY_BYTES, IngestConfig
 from services.ingest.metrics import Metrics
 from services.ingest.producer import AckedProducer
 from services.ingest.socket_mode import DEFAULT_API_URL, SocketMode, SocketModeConfig
-from services.runtime.errors import UserFacingError
+from services.runtime.checks import check_kafka, check_kafka_access
+from services.runtime.errors import KafkaRefused, UserFacingError
 from services.runtime.logs import configure_logging
 from services.runtime.settings import Settings
+
+log = logging.getLogger("incident_memory.ingest")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,10 +93,14 @@ def config_from_args(args: argparse.Namespace) -> IngestConfig:
         raise UserFacingError("ALERTMANAGER_TOKEN is not set (or pass --alertmanager-token)")
     if args.ack_timeout <= 0 or args.max_body < 1:
         raise UserFacingError("--ack-timeout and --max-body must be positive")
+    settings = Settings.from_env()
+    kafka = settings.kafka
+    if args.bootstrap_servers:
+        kafka = replace(kafka, bootstrap_servers=args.bootstrap_servers)
     return IngestConfig(
         signing_secret=args.signing_secret or "",  # empty (Socket Mode only): /slack/events is not served
         alertmanager_token=args.alertmanager_token,
-        bootstrap_servers=args.bootstrap_servers or Settings.from_env().kafka_bootstrap_servers,
+        kafka=kafka,
         bot_user_id=args.bot_user_id or None,
         events_topic=args.events_topic,
         wake_topic=args.wake_topic,
@@ -99,7 +109,7 @@ def config_from_args(args: argparse.Namespace) -> IngestConfig:
         ack_timeout_s=args.ack_timeout,
         window_before_s=args.window_before,
         window_after_s=args.window_after,
-        directory_dsn=args.dsn or Settings.from_env().database_url,
+        directory_dsn=args.dsn or settings.database_url,
         directory_schema=args.schema,
     )
 
@@ -120,7 +130,7 @@ def socket_config_from_env(args: argparse.Namespace) -> SocketModeConfig:
 
 def build(config: IngestConfig) -> Ingest:
     """Wiring: one producer, one metrics registry, the handlers."""
-    return Ingest(config, AckedProducer(config.bootstrap_servers, **config.producer_overrides), Metrics())
+    return Ingest(config, AckedProducer(config.kafka, **config.producer_overrides), Metrics())
 
 
 def workers_for(ingest: Ingest, alerts_topic: str | None, alerts_group: str) -> list[Worker]:
@@ -129,10 +139,29 @@ def workers_for(ingest: Ingest, alerts_topic: str | None, alerts_group: str) -> 
     consumer = AlertsTopicConsumer(
         AlertsTopicConfig(topic=alerts_topic, group=alerts_group),
         ingest.emitter,
-        ingest.config.bootstrap_servers,
+        ingest.config.kafka,
         Window(ingest.config.window_before_s, ingest.config.window_after_s),
     )
     return [consumer.run]
+
+
+def check_kafka_at_start(config: IngestConfig, alerts_topic: str | None, alerts_group: str) -> None:
+    """Refused credentials, TLS trust or ACLs end ingest at once; an unreachable broker does not:
+    ingest then answers 503 (retry) until the broker is back, as it does when the broker goes away later."""
+    try:
+        check_kafka(config.kafka, timeout=5.0)
+    except KafkaRefused:
+        raise
+    except UserFacingError as exc:
+        log.warning("Kafka is not reachable at start; answering 503 until it is", extra={"error": str(exc)})
+        return
+    check_kafka_access(
+        config.kafka,
+        reads=(alerts_topic,) if alerts_topic else (),
+        writes=(config.events_topic, config.wake_topic, config.dlq_topic),
+        group=alerts_group if alerts_topic else None,
+        service="ingest",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -161,20 +190,30 @@ def run(args: argparse.Namespace) -> int:
     # re-raise land here, so a SIGTERM (stop accepting, finish in-flight requests, flush) exits 0.
     signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
     if socket_mode is None:
+        check_kafka_at_start(config, args.alerts_topic, args.alerts_group)
         server.run()
         return 0
     # Socket Mode lives on the server's loop (it shares the dedupe and the producer's futures), and its
     # token is checked before the server binds: one runner for both, with uvicorn's loop (uvloop).
     with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
-        runner.run(serve_with_socket_mode(server, socket_mode))
+        runner.run(
+            serve_with_socket_mode(
+                server,
+                socket_mode,
+                lambda: check_kafka_at_start(config, args.alerts_topic, args.alerts_group),
+            )
+        )
     return 0
 
 
-async def serve_with_socket_mode(server: uvicorn.Server, socket_mode: SocketMode) -> None:
-    """Check the app token (a refused one raises UserFacingError before anything serves), then serve;
-    the app's lifespan opens the websocket once the producer runs and closes it before the flush."""
+async def serve_with_socket_mode(
+    server: uvicorn.Server, socket_mode: SocketMode, check_kafka: Callable[[], None]
+) -> None:
+    """Check the app token (a refused one raises UserFacingError before anything serves), then Kafka,
+    then serve; the app's lifespan opens the websocket once the producer runs and closes it before the flush."""
     await socket_mode.open()
     try:
+        check_kafka()
         await server.serve()
     finally:
         await socket_mode.close()

@@ -18,6 +18,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from services.runtime.kafka import producer_config
+from services.runtime.kafka_client import KafkaClient
 
 Delivery = concurrent.futures.Future[tuple[int, int]]  # (partition, offset)
 
@@ -27,12 +28,12 @@ class ProduceError(Exception):
 
 
 class AckedProducer:
-    def __init__(self, bootstrap_servers: str, **overrides: Any) -> None:
+    def __init__(self, kafka: KafkaClient | str, **overrides: Any) -> None:
         defaults = {
             "message.timeout.ms": 30_000,
             "logger": logging.getLogger("incident_memory.ingest.librdkafka"),
         }
-        config = producer_config(bootstrap_servers, **{**defaults, **overrides})
+        config = producer_config(kafka, **{**defaults, **overrides})
         self._producer = Producer(config)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="ingest-producer-poll", daemon=True)

@@ -13,6 +13,7 @@ import psycopg
 from schemas import topics
 from services.projector.metrics import Metrics
 from services.projector.projector import DEFAULT_BATCH_SIZE, DEFAULT_GROUP, Projector, ProjectorConfig
+from services.runtime.checks import check_kafka, check_kafka_access
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import configure_logging
 from services.runtime.settings import Settings
@@ -39,13 +40,21 @@ def run(args: argparse.Namespace) -> int:
         raise UserFacingError("--batch-size must be at least 1")
     settings = Settings.from_env()
     config = ProjectorConfig(
-        bootstrap_servers=settings.kafka_bootstrap_servers,
+        kafka=settings.kafka,
         dsn=settings.database_url,
         schema=args.schema,
         topic=args.topic,
         dlq_topic=args.dlq_topic,
         group=args.group,
         batch_size=args.batch_size,
+    )
+    check_kafka(config.kafka)
+    check_kafka_access(
+        config.kafka,
+        reads=(config.topic,),
+        writes=(config.dlq_topic,),
+        group=config.group,
+        service="the projector",
     )
     metrics = Metrics()
     if args.metrics_port:

@@ -39,6 +39,7 @@ from services.projector.writer import (
     prepare,
 )
 from services.runtime.kafka import consumer_config, producer_config
+from services.runtime.kafka_client import KafkaClient
 from services.runtime.logs import about
 
 log = logging.getLogger("projector")
@@ -58,7 +59,7 @@ LAG_EVERY_S = 2.0
 
 @dataclass(frozen=True)
 class ProjectorConfig:
-    bootstrap_servers: str
+    kafka: KafkaClient
     dsn: str
     schema: str = "public"
     topic: str = topics.COMPACTED
@@ -83,7 +84,7 @@ def migrate_schema(dsn: str, schema: str) -> list[str]:
 
 
 def make_writer(config: ProjectorConfig, metrics: Metrics | None, *, notify: bool = True) -> BatchWriter:
-    producer = Producer(producer_config(config.bootstrap_servers, **{"linger.ms": 0}))
+    producer = Producer(producer_config(config.kafka, **{"linger.ms": 0}))
     return BatchWriter(
         dsn=config.dsn,
         schema=config.schema,
@@ -209,7 +210,7 @@ class Projector:
         self.writer = make_writer(cfg, self.metrics)
         self.consumer = Consumer(
             consumer_config(
-                cfg.bootstrap_servers,
+                cfg.kafka,
                 cfg.group,
                 **{"session.timeout.ms": cfg.session_timeout_ms, "heartbeat.interval.ms": 1000},
             )

@@ -57,7 +57,7 @@ def replay(config: ProjectorConfig, *, from_beginning: bool = False, progress: b
     metrics = Metrics()
     writer = make_writer(config, metrics)
     consumer = Consumer(
-        consumer_config(config.bootstrap_servers, f"{config.group}-replay", **{"enable.partition.eof": True})
+        consumer_config(config.kafka, f"{config.group}-replay", **{"enable.partition.eof": True})
     )
     try:
         meta = consumer.list_topics(config.topic, timeout=10).topics.get(config.topic)
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging("replay", "WARNING")
     settings = Settings.from_env()
     config = ProjectorConfig(
-        bootstrap_servers=settings.kafka_bootstrap_servers,
+        kafka=settings.kafka,
         dsn=settings.database_url,
         schema=args.into,
         topic=args.topic,

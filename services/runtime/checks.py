@@ -1,8 +1,11 @@
 """Fail fast, in one line, when Kafka or Postgres is not where the configuration says.
 
 Every command that needs the broker or the database calls these first, so a wrong
-KAFKA_BOOTSTRAP_SERVERS or DATABASE_URL gives `UserFacingError` naming the setting
-within the timeout, instead of a client library retrying forever.
+KAFKA_BOOTSTRAP_SERVERS, Kafka credential or CA, or DATABASE_URL gives `UserFacingError`
+naming the setting within the timeout, instead of a client library retrying forever.
+`check_kafka_access` then asks the broker what this principal may do with the topics and the
+group the service is about to use, so a service given another service's credentials stops with
+one line before it reads or writes anything.
 """
 
 from __future__ import annotations
@@ -11,9 +14,13 @@ import logging
 import re
 import socket
 import time
+from collections.abc import Iterable
+from typing import Any
 
-from services.runtime.errors import UserFacingError
+from services.runtime.errors import KafkaRefused, UserFacingError
+from services.runtime.kafka_client import KafkaClient, as_client
 
+log = logging.getLogger("incident_memory.checks")
 _QUIET = logging.getLogger("incident_memory.checks.librdkafka")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
@@ -37,11 +44,17 @@ def _hosts(bootstrap: str) -> list[tuple[str, int]]:
     return hosts
 
 
-def check_kafka(bootstrap: str, timeout: float = 10.0) -> int:
-    """Raise UserFacingError unless a broker at `bootstrap` answers a metadata request. Returns the broker count."""
-    from confluent_kafka import KafkaException
+def check_kafka(kafka: KafkaClient | str, timeout: float = 10.0) -> int:
+    """Raise UserFacingError unless a broker answers a metadata request. Returns the broker count.
+
+    A refused password or a broker certificate the CA does not sign ends the wait at once: the
+    client library would otherwise retry them forever."""
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
+    client = as_client(kafka)
+    bootstrap = client.bootstrap_servers
+    where = f"KAFKA_BOOTSTRAP_SERVERS={bootstrap}"
     deadline = time.monotonic() + timeout
     errors = []
     for host, port in _hosts(bootstrap):
@@ -51,20 +64,126 @@ def check_kafka(bootstrap: str, timeout: float = 10.0) -> int:
         except OSError as exc:
             errors.append(f"{host}:{port}: {exc.strerror or exc}")
     else:
-        raise UserFacingError(
-            f"Kafka is not reachable at KAFKA_BOOTSTRAP_SERVERS={bootstrap} ({'; '.join(errors)})"
-        )
-    config: dict[str, object] = {"bootstrap.servers": bootstrap, "logger": _QUIET}
+        raise UserFacingError(f"Kafka is not reachable at {where} ({'; '.join(errors)})")
+    fatal: list[Any] = []
+
+    def on_error(err: Any) -> None:
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL) or "SSL handshake failed" in err.str():
+            fatal.append(err)
+
+    config: dict[str, object] = {**client.librdkafka(), "logger": _QUIET, "error_cb": on_error}
     admin = AdminClient(config)  # type: ignore[arg-type]
-    try:
-        metadata = admin.list_topics(timeout=max(0.5, deadline - time.monotonic()))
-    except KafkaException as exc:
-        raise UserFacingError(
-            f"Kafka at KAFKA_BOOTSTRAP_SERVERS={bootstrap} did not answer a metadata request: {exc.args[0]}"
-        ) from None
+    metadata = None
+    while metadata is None:
+        try:
+            metadata = admin.list_topics(timeout=max(0.1, min(0.5, deadline - time.monotonic())))
+        except KafkaException as exc:
+            admin.poll(0)  # serves error_cb: how librdkafka reports a refused login or handshake
+            if fatal:
+                break
+            if time.monotonic() >= deadline:
+                raise UserFacingError(
+                    f"Kafka at {where} did not answer a metadata request: {exc.args[0]}"
+                ) from None
+    if fatal or metadata is None:
+        raise KafkaRefused(_refusal(client, fatal[0]))
     if not metadata.brokers:
-        raise UserFacingError(f"Kafka at KAFKA_BOOTSTRAP_SERVERS={bootstrap} reports no brokers")
+        raise UserFacingError(f"Kafka at {where} reports no brokers")
     return len(metadata.brokers)
+
+
+def _refusal(client: KafkaClient, err: Any) -> str:
+    """The one line for an authentication or TLS failure, naming the setting to look at."""
+    from confluent_kafka import KafkaError
+
+    s = client.security
+    reason = re.sub(r"^\S+://\S+: | \(after \d+ms in state \w+\)$", "", " ".join(err.str().split()))
+    if err.code() == KafkaError._AUTHENTICATION and "SSL" not in reason:
+        return (
+            f"Kafka at {client.bootstrap_servers} refused the {s.mechanism} credentials of user "
+            f"{s.username!r} ({client.source}; password ***): {reason}"
+        )
+    ca = s.ca_file or ("ssl.truststore.certificates" if s.ca_pem else "the system's CAs")
+    return (
+        f"TLS with Kafka at {client.bootstrap_servers} failed ({client.source}; CA {ca}, hostname "
+        f"{'checked' if s.check_hostname else 'not checked'}): {reason}"
+    )
+
+
+def check_kafka_access(
+    kafka: KafkaClient | str,
+    *,
+    reads: Iterable[str] = (),
+    writes: Iterable[str] = (),
+    group: str | None = None,
+    service: str = "this service",
+    timeout: float = 10.0,
+) -> None:
+    """Raise UserFacingError unless the principal may READ `reads`, WRITE `writes` and join `group`.
+
+    Asks the broker (DescribeTopics / DescribeGroups with authorized operations), so nothing is
+    read or written first. A broker without an authorizer reports no operations: nothing to check."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    client = as_client(kafka)
+    reads, writes = tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes))
+    who = f"user {client.principal!r}" if client.principal else "this client"
+    quiet: dict[str, Any] = {**client.librdkafka(), "logger": _QUIET}
+    admin = AdminClient(quiet)
+    needed = {name: set[str]() for name in (*reads, *writes)}
+    for name in reads:
+        needed[name].add("READ")
+    for name in writes:
+        needed[name].add("WRITE")
+    denied: list[str] = []
+    if needed:
+        futures = admin.describe_topics(
+            TopicCollection(list(needed)), request_timeout=timeout, include_authorized_operations=True
+        )
+        for name, future in futures.items():
+            try:
+                allowed = future.result(timeout=timeout).authorized_operations
+            except KafkaException as exc:
+                code = exc.args[0].code()
+                if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    denied.append(f"{'/'.join(sorted(needed[name]))} on topic {name}")
+                elif code != KafkaError.UNKNOWN_TOPIC_OR_PART:  # missing: the caller says so
+                    denied.append(f"topic {name}: {exc.args[0].str()}")
+                continue
+            except TimeoutError:
+                log.warning("topic access not checked", extra={"topic": name, "error": "timed out"})
+                continue
+            if allowed is None:
+                continue
+            names = {op.name for op in allowed}
+            if "ALL" in names:
+                continue
+            missing = sorted(needed[name] - names)
+            if missing:
+                denied.append(f"{'/'.join(missing)} on topic {name}")
+    if group is not None:
+        # OffsetFetch (what a consumer asks first) rather than DescribeGroups: it needs the group's
+        # DESCRIBE, which READ implies, works for a group that does not exist yet, and avoids
+        # librdkafka's ConsumerGroupDescribe path. A coordinator not elected yet (a cluster seconds
+        # old) is not a refusal: the check is skipped, and the consumer retries by itself.
+        request = [ConsumerGroupTopicPartitions(group)]
+        try:
+            admin.list_consumer_group_offsets(request, request_timeout=timeout)[group].result(timeout=timeout)
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                denied.append(f"READ on group {group}")
+            else:
+                log.warning("group access not checked", extra={"group": group, "error": exc.args[0].str()})
+        except TimeoutError:
+            log.warning("group access not checked", extra={"group": group, "error": "timed out"})
+    if not denied:
+        log.info("kafka access checked", extra={"service": service, "kafka": client.describe()})
+        return
+    raise KafkaRefused(
+        f"Kafka refuses {who} ({client.source}) what {service} needs: {'; '.join(denied)}. "
+        "Is this the service's own principal? Its ACLs are in deploy/README.md"
+    )
 
 
 def check_postgres(dsn: str, timeout: float = 10.0) -> str:

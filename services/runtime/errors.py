@@ -9,3 +9,7 @@ class UserFacingError(Exception):
 
 class BadInput(UserFacingError):
     exit_code = 2
+
+
+class KafkaRefused(UserFacingError):
+    """The broker answered, and refused us: credentials, TLS trust, or ACLs. Retrying will not help."""

@@ -1,4 +1,8 @@
-"""confluent-kafka client configs and the dead-letter path, shared by every service."""
+"""confluent-kafka client configs and the dead-letter path, shared by every service.
+
+Each config starts from the one `KafkaClient` (bootstrap + security, services.runtime.kafka_client);
+a bare bootstrap string, as development tools and tests pass, is a PLAINTEXT client.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +13,20 @@ from confluent_kafka import Producer
 
 from schemas import topics
 from schemas.events import DeadLetter
+from services.runtime.kafka_client import KafkaClient, as_client
 
 DLQ_PAYLOAD_LIMIT = 64 * 1024  # bytes of the offending payload kept in the dead letter
 
 
-def producer_config(bootstrap_servers: str, **overrides: Any) -> dict[str, Any]:
+def admin_config(kafka: KafkaClient | str, **overrides: Any) -> dict[str, Any]:
+    """An admin client's config: the connection and security settings alone."""
+    return {**as_client(kafka).librdkafka(), **overrides}
+
+
+def producer_config(kafka: KafkaClient | str, **overrides: Any) -> dict[str, Any]:
     """An idempotent producer: acks=all, retries forever, ordering kept per partition."""
     config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap_servers,
+        **as_client(kafka).librdkafka(),
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,
@@ -26,10 +36,10 @@ def producer_config(bootstrap_servers: str, **overrides: Any) -> dict[str, Any]:
     return config
 
 
-def consumer_config(bootstrap_servers: str, group_id: str, **overrides: Any) -> dict[str, Any]:
+def consumer_config(kafka: KafkaClient | str, group_id: str, **overrides: Any) -> dict[str, Any]:
     """A consumer that commits nothing by itself and sees only committed transactions."""
     config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap_servers,
+        **as_client(kafka).librdkafka(),
         "group.id": group_id,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",

@@ -40,6 +40,7 @@ from services.projector.mapping import (
     map_event,
 )
 from services.projector.show import ShownRow, describe
+from services.runtime.kafka_client import KafkaClient
 
 
 @dataclass
@@ -145,7 +146,7 @@ class Seeded:
 
     config: AgentConfig = field(
         default_factory=lambda: AgentConfig(
-            bootstrap_servers="unused:9092", database_url="postgresql://unused"
+            kafka=KafkaClient.plaintext("unused:9092"), database_url="postgresql://unused"
         )
     )
     projection: Projection = field(default_factory=Projection)

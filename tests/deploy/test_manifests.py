@@ -32,12 +32,27 @@ BUILDS = ("base", "overlays/production", "overlays/example")
 SERVICES = ("ingest", "compactor", "projector", "agent", "slack")
 # The port each service serves /healthz (and /metrics) on: the contract in deploy/README.md.
 HEALTH_PORTS = {"ingest": 8080, "compactor": 9101, "projector": 9102, "agent": 9103, "slack": 9104}
+# Postgres: the owner's DSN is for `migrate` alone; each service that reads or writes the projection
+# connects with its own DSN, a login in a least-privilege group role of migration 004.
+OWN_DSN = {
+    "projector": "PROJECTOR_DATABASE_URL",  # in incident_memory_projector
+    "agent": "AGENT_DATABASE_URL",  # in incident_memory_reader (and the telemetry MCP server it spawns)
+    "slack": "SLACK_DATABASE_URL",  # in incident_memory_reader
+    "ingest": "INGEST_DATABASE_URL",  # in incident_memory_reader (the thread directory)
+}
+# Kafka: one principal per service, and one for `migrate` (it creates the topics). All optional.
+KAFKA_PRINCIPALS = ("MIGRATE", *(s.upper() for s in SERVICES))
+KAFKA_LOGIN_KEYS = {f"{p}_KAFKA_SASL_{what}" for p in KAFKA_PRINCIPALS for what in ("USERNAME", "PASSWORD")}
+KAFKA_DIR = "/etc/incident-memory/kafka"
+KAFKA_CLIENT_CONFIG = f"{KAFKA_DIR}/client.properties"
 SECRET_KEYS = {
     "DATABASE_URL",
+    *OWN_DSN.values(),
     "SLACK_SIGNING_SECRET",
     "ALERTMANAGER_TOKEN",
     "OPENAI_API_KEY",
     "SLACK_BOT_TOKEN",
+    *KAFKA_LOGIN_KEYS,
 }
 SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|API_KEY|DATABASE_URL|DSN")
 PARTITIONS = {spec.name: spec.partitions for spec in topics.TOPICS}
@@ -56,6 +71,9 @@ def load_base() -> list[Doc]:
         docs += [d for d in yaml.safe_load_all((K8S / "base" / resource).read_text()) if d]
     for gen in kustomization.get("configMapGenerator", []):
         data = dict(line.split("=", 1) for line in gen.get("literals", []))
+        for entry in gen.get("files", []):
+            key, _, path = entry.rpartition("=")
+            data[key or Path(path).name] = (K8S / "base" / path).read_text()
         docs.append(
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": gen["name"]}, "data": data}
         )
@@ -233,12 +251,15 @@ def test_the_production_overlay_points_everything_at_its_own_kafka() -> None:
 
 def test_secrets_are_never_inlined(docs: list[Doc]) -> None:
     for name, dep in deployments(docs).items():
+        (main,) = dep["spec"]["template"]["spec"]["containers"]
         for c in containers(dep):
+            owner = name.upper() if c is main else c["name"].upper()  # SERVICE_..., or MIGRATE_...
             for env in c.get("env", []):
                 if env["name"] in SECRET_KEYS or SECRET_NAME.search(env["name"]):
                     assert "value" not in env, (name, c["name"], env["name"])
                     assert env["valueFrom"]["secretKeyRef"]["name"] == "incident-memory"
-                    assert env["valueFrom"]["secretKeyRef"]["key"] == env["name"]
+                if "secretKeyRef" in env.get("valueFrom", {}):  # its own key, or the shared one
+                    assert env["valueFrom"]["secretKeyRef"]["key"] in (env["name"], f"{owner}_{env['name']}")
             for src in c.get("envFrom", []):
                 assert "configMapRef" in src, (name, c["name"], src)
     data = config_data(docs)
@@ -255,20 +276,130 @@ def test_only_the_placeholder_overlay_renders_a_secret() -> None:
     placeholder = (K8S / "components" / "example-secret" / "placeholder-secret.env").read_text()
     values = [line.split("=", 1)[1] for line in placeholder.splitlines() if "=" in line]
     assert values and all("PLACEHOLDER" in v for v in values)
+    users = {k: v.split("://", 1)[1].split(":", 1)[0] for k, v in (ln.split("=", 1) for ln in placeholder.splitlines())
+             if k.endswith("DATABASE_URL")}  # fmt: skip
+    assert len(set(users.values())) == len(users) == 1 + len(OWN_DSN), (
+        users
+    )  # no service logs in as the owner
 
 
 def test_each_service_gets_only_the_secrets_it_uses() -> None:
+    login = {"KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"}
     want = {
-        "ingest": {"SLACK_SIGNING_SECRET", "ALERTMANAGER_TOKEN"},
-        "compactor": {"OPENAI_API_KEY"},
-        "projector": {"DATABASE_URL"},
-        "agent": {"DATABASE_URL", "OPENAI_API_KEY"},
-        "slack": {"DATABASE_URL", "SLACK_BOT_TOKEN"},
+        "ingest": {"SLACK_SIGNING_SECRET", "ALERTMANAGER_TOKEN", "DATABASE_URL", *login},
+        "compactor": {"OPENAI_API_KEY", *login},
+        "projector": {"DATABASE_URL", *login},
+        "agent": {"DATABASE_URL", "OPENAI_API_KEY", *login},
+        "slack": {"DATABASE_URL", "SLACK_BOT_TOKEN", *login},
     }
     for name, dep in deployments(load_base()).items():
         (main,) = dep["spec"]["template"]["spec"]["containers"]
         got = {e["name"] for e in main.get("env", []) if "valueFrom" in e}
         assert got == want[name], name
+
+
+def _env(container: Doc) -> dict[str, Doc]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def _secret_key(container: Doc, name: str) -> str | None:
+    ref = _env(container).get(name, {}).get("valueFrom", {}).get("secretKeyRef")
+    return None if ref is None else str(ref["key"])
+
+
+def test_each_service_connects_to_postgres_as_its_own_role_and_only_migrate_as_the_owner(
+    docs: list[Doc],
+) -> None:
+    for name, dep in deployments(docs).items():
+        (main,) = dep["spec"]["template"]["spec"]["containers"]
+        # the owner's DSN (DDL, grants) is the migrate init container's alone
+        assert _secret_key(main, "DATABASE_URL") == OWN_DSN.get(name), name
+        for init in dep["spec"]["template"]["spec"]["initContainers"]:
+            assert _secret_key(init, "DATABASE_URL") == "DATABASE_URL", (name, init["name"])
+        for key in OWN_DSN.values():  # and no service is handed another's
+            if key != OWN_DSN.get(name):
+                assert key not in {_secret_key(main, e) for e in _env(main)}, (name, key)
+
+
+def _kafka_client_configmap(docs: list[Doc]) -> Doc:
+    (cm,) = [
+        d
+        for d in of_kind(docs, "ConfigMap")
+        if d["metadata"]["name"].startswith("incident-memory-kafka-client")
+    ]
+    return cm
+
+
+def test_every_kafka_client_reads_the_mounted_client_properties_as_its_own_principal(docs: list[Doc]) -> None:
+    configmap = _kafka_client_configmap(docs)["metadata"]["name"]
+    for name, dep in deployments(docs).items():
+        pod = dep["spec"]["template"]["spec"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "kafka-client"]
+        sources = volume["projected"]["sources"]
+        assert {"name": configmap, "optional": True} in [s.get("configMap") for s in sources], name
+        assert {"name": "incident-memory-kafka-tls", "optional": True} in [
+            s.get("secret") for s in sources
+        ], name
+        assert volume["projected"]["defaultMode"] & 0o007 == 0, name  # keys in the Secret: not world-readable
+        (main,) = pod["containers"]
+        for c in containers(dep):  # the service, and `migrate`, which creates the topics
+            principal = name.upper() if c is main else c["name"].upper()
+            mounts = [m for m in c["volumeMounts"] if m["name"] == "kafka-client"]
+            assert mounts == [{"name": "kafka-client", "mountPath": KAFKA_DIR, "readOnly": True}], (
+                name,
+                c["name"],
+            )
+            env = _env(c)
+            assert env["KAFKA_CLIENT_CONFIG"] == {"name": "KAFKA_CLIENT_CONFIG", "value": KAFKA_CLIENT_CONFIG}
+            for what in ("USERNAME", "PASSWORD"):
+                ref = env[f"KAFKA_SASL_{what}"]["valueFrom"]["secretKeyRef"]
+                assert ref == {
+                    "name": "incident-memory",
+                    "key": f"{principal}_KAFKA_SASL_{what}",
+                    "optional": True,
+                }
+
+
+def _client_properties(docs: list[Doc], tmp_path: Path) -> Any:
+    """The mounted client.properties, parsed as the services parse it (the CA file stood in for)."""
+    from services.runtime.kafka_client import parse_security, read_properties
+
+    path = tmp_path / "client.properties"
+    path.write_text(_kafka_client_configmap(docs)["data"]["client.properties"])
+    props = read_properties(path)
+    if "ssl.truststore.location" in props:
+        assert props["ssl.truststore.location"].startswith(f"{KAFKA_DIR}/")  # inside the mount
+        (tmp_path / "ca.pem").write_text("")
+        props["ssl.truststore.location"] = str(tmp_path / "ca.pem")
+    return parse_security(props, username="u", password="p") if props.get("security.protocol") == "SASL_SSL" \
+        else parse_security(props)  # fmt: skip
+
+
+def test_the_base_connects_in_plaintext_and_production_with_sasl_ssl(tmp_path: Path) -> None:
+    assert _client_properties(load_base(), tmp_path).protocol == "PLAINTEXT"
+    for build in BUILDS:
+        docs = rendered(build)
+        security = _client_properties(docs, tmp_path)
+        if build == "base":
+            assert security.protocol == "PLAINTEXT"
+            assert "authenticationRef" not in scaled_object(docs)["spec"]["triggers"][0]
+            continue
+        assert (security.protocol, security.mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
+        assert security.check_hostname is True
+        assert security.ca_file == str(tmp_path / "ca.pem")
+        # KEDA reads the lag over the same SASL_SSL, as the compactor
+        trigger = scaled_object(docs)["spec"]["triggers"][0]
+        keda_sasl = {"SCRAM-SHA-512": "scram_sha512", "SCRAM-SHA-256": "scram_sha256", "PLAIN": "plaintext"}
+        assert trigger["metadata"]["sasl"] == keda_sasl[security.mechanism]
+        assert trigger["metadata"]["tls"] == "enable"
+        (auth,) = [a for a in of_kind(docs, "TriggerAuthentication")
+                   if a["metadata"]["name"] == trigger["authenticationRef"]["name"]]  # fmt: skip
+        refs = {r["parameter"]: (r["name"], r["key"]) for r in auth["spec"]["secretTargetRef"]}
+        assert refs == {
+            "username": ("incident-memory", "COMPACTOR_KAFKA_SASL_USERNAME"),
+            "password": ("incident-memory", "COMPACTOR_KAFKA_SASL_PASSWORD"),
+            "ca": ("incident-memory-kafka-tls", "ca.pem"),
+        }
 
 
 # ------------------------------------------------------------------ Compose and Dockerfile
@@ -297,9 +428,34 @@ def test_compose_runs_the_four_services_after_migrate() -> None:
 def test_compose_requires_secrets_instead_of_holding_them() -> None:
     for name, service in _compose()["services"].items():
         for key, value in (service.get("environment") or {}).items():
-            if key in SECRET_KEYS or SECRET_NAME.search(key):
+            if key == "KAFKA_SASL_PASSWORD":  # optional (a PLAINTEXT broker), but never written here
+                assert (
+                    value == f"${{{'MIGRATE' if name == 'migrate' else name.upper()}_KAFKA_SASL_PASSWORD:-}}"
+                )
+            elif key in SECRET_KEYS or SECRET_NAME.search(key):
                 assert isinstance(value, str) and value.startswith("${"), (name, key)
                 assert ":?" in value, (name, key)
+
+
+def test_compose_services_use_their_own_postgres_login_and_kafka_settings() -> None:
+    services = _compose()["services"]
+    for name in (*SERVICES, "migrate"):
+        env = services[name]["environment"]
+        principal = "MIGRATE" if name == "migrate" else name.upper()
+        assert env["KAFKA_CLIENT_CONFIG"] == KAFKA_CLIENT_CONFIG, name
+        assert env["KAFKA_SASL_USERNAME"] == f"${{{principal}_KAFKA_SASL_USERNAME:-}}", name
+        assert any(v.endswith(f":{KAFKA_DIR}:ro") for v in services[name]["volumes"]), name
+        dsn = env.get("DATABASE_URL")
+        if name == "migrate":
+            assert dsn.startswith("${DATABASE_URL:-postgresql://incident_memory:"), dsn
+        elif name in OWN_DSN:
+            role = "im_projector" if name == "projector" else "im_reader"
+            assert dsn.startswith(f"${{{OWN_DSN[name]}:-postgresql://{role}:"), (name, dsn)
+        else:
+            assert dsn is None, name  # the compactor never touches Postgres
+    init = (COMPOSE_FILE.parent / "compose" / "postgres-init" / "10-least-privilege-logins.sh").read_text()
+    assert "im_projector LOGIN PASSWORD :'projector_pw' IN ROLE incident_memory_projector" in init
+    assert "im_reader LOGIN PASSWORD :'reader_pw' IN ROLE incident_memory_reader" in init
 
 
 def test_compose_config_output_when_validated() -> None:
@@ -310,6 +466,18 @@ def test_compose_config_output_when_validated() -> None:
     env = config["services"]["ingest"]["environment"]
     assert env["SLACK_SIGNING_SECRET"].startswith("PLACEHOLDER")
     assert config["services"]["compactor"]["command"][0] == "compactor"
+    users = {
+        name: service["environment"].get("DATABASE_URL", "").split("://")[-1].split(":")[0]
+        for name, service in config["services"].items()
+        if name in (*SERVICES, "migrate")
+    }
+    assert users == {"migrate": "incident_memory", "projector": "im_projector", "agent": "im_reader",
+                     "slack": "im_reader", "ingest": "im_reader", "compactor": ""}  # fmt: skip
+    for name in (*SERVICES, "migrate"):
+        service = config["services"][name]
+        assert service["environment"]["KAFKA_SASL_PASSWORD"] == ""  # unset in example.env: PLAINTEXT
+        (mount,) = [v for v in service["volumes"] if v["target"] == KAFKA_DIR]
+        assert mount["read_only"] is True and Path(mount["source"], "client.properties").is_file()
 
 
 def test_dockerfile_is_multi_stage_slim_non_root_with_the_cli_as_entrypoint() -> None:

@@ -19,6 +19,7 @@ from services.ingest.app import Ingest, Worker, build_app
 from services.ingest.config import IngestConfig
 from services.ingest.main import build
 from services.ingest.slack_signature import sign
+from services.runtime.kafka_client import KafkaClient
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # Slack's documented example signing secret
 TOKEN = "am-test-token"
@@ -28,7 +29,10 @@ CLOSED_PORT_BOOTSTRAP = "127.0.0.1:1"  # nothing listens on port 1: "the broker 
 
 def config(bootstrap: str, topics: dict[str, str] | None = None, **overrides: Any) -> IngestConfig:
     base = IngestConfig(
-        signing_secret=SECRET, alertmanager_token=TOKEN, bootstrap_servers=bootstrap, bot_user_id=BOT
+        signing_secret=SECRET,
+        alertmanager_token=TOKEN,
+        kafka=KafkaClient.plaintext(bootstrap),
+        bot_user_id=BOT,
     )
     if topics:
         base = replace(

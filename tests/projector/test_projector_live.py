@@ -13,6 +13,7 @@ import pytest
 from benchmarks.bench_projector import T0, interleave, synthetic_human, synthetic_thread
 from services.projector.metrics import Metrics
 from services.projector.projector import Projector, ProjectorConfig
+from services.runtime.kafka_client import KafkaClient
 
 from .helpers import (
     apply_events,
@@ -34,7 +35,7 @@ def running(
     kafka_bootstrap: str, pg_dsn: str, pg_schema: str, topic_names: dict[str, str]
 ) -> Iterator[tuple[ProjectorConfig, Metrics]]:
     config = ProjectorConfig(
-        bootstrap_servers=kafka_bootstrap,
+        kafka=KafkaClient.plaintext(kafka_bootstrap),
         dsn=pg_dsn,
         schema=pg_schema,
         topic=topic_names["compacted"],
@@ -58,9 +59,9 @@ def test_duplicates_project_once_and_match_a_direct_projection(
     config, metrics = running
     threads = [synthetic_thread(f"171040{k:04d}.000100") for k in range(6)]
     events = interleave(threads)
-    produce_events(config.bootstrap_servers, config.topic, events)
-    produce_events(config.bootstrap_servers, config.topic, events)  # every event delivered twice
-    high = high_watermarks(config.bootstrap_servers, config.topic)
+    produce_events(config.kafka.bootstrap_servers, config.topic, events)
+    produce_events(config.kafka.bootstrap_servers, config.topic, events)  # every event delivered twice
+    high = high_watermarks(config.kafka.bootstrap_servers, config.topic)
     wait_until(lambda: caught_up(pg_conn, config.group, config.topic, high), 30, "projector to catch up")
     live = {t[0].thread_ts: messages(pg_conn, thread_ts=t[0].thread_ts) for t in threads}
     assert all(len(rows) == 20 for rows in live.values())
@@ -104,13 +105,13 @@ def test_poison_events_go_to_the_dlq_and_the_partition_keeps_flowing(
         (key, json.dumps(nul).encode()),
         (key, after.to_bytes()),
     ]
-    produce_raw(config.bootstrap_servers, config.topic, records)
-    high = high_watermarks(config.bootstrap_servers, config.topic)
+    produce_raw(config.kafka.bootstrap_servers, config.topic, records)
+    high = high_watermarks(config.kafka.bootstrap_servers, config.topic)
     wait_until(
         lambda: caught_up(pg_conn, config.group, config.topic, high), 30, "projector to pass the poison"
     )
     assert [r[0] for r in messages(pg_conn)] == [good.message_id, after.message_id]
-    letters = [json.loads(m.value()) for m in read_topic(config.bootstrap_servers, config.dlq_topic, 3)]
+    letters = [json.loads(m.value()) for m in read_topic(config.kafka.bootstrap_servers, config.dlq_topic, 3)]
     assert len(letters) == 3
     reasons = [letter["reason"] for letter in letters]
     assert reasons[0].startswith("not JSON")

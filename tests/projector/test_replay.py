@@ -20,6 +20,7 @@ from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
 from services.projector.projector import Projector, ProjectorConfig
 from services.runtime.kafka import producer_config
+from services.runtime.kafka_client import KafkaClient
 from services.runtime.settings import Settings
 
 from .helpers import MESSAGE_COLUMNS, caught_up, high_watermarks, wait_until
@@ -86,7 +87,7 @@ def test_replay_into_a_fresh_schema_equals_the_live_projection(
     assert producer.flush(30) == 0
     high = high_watermarks(stack.kafka_bootstrap_servers, topic)
     config = ProjectorConfig(
-        bootstrap_servers=stack.kafka_bootstrap_servers,
+        kafka=KafkaClient.plaintext(stack.kafka_bootstrap_servers),
         dsn=pg_dsn,
         schema=pg_schema,
         topic=topic,

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import signal
+from dataclasses import replace
 
 import psycopg
 from confluent_kafka import Consumer, Message, TopicPartition
@@ -29,9 +30,11 @@ from services.agent.emitter import EventEmitter
 from services.agent.voice import slack_api
 from services.agent.voice.poster import Voice
 from services.agent.voice.routing import parse_routes
+from services.runtime.checks import check_kafka, check_kafka_access
 from services.runtime.errors import UserFacingError
 from services.runtime.health import Heartbeat, serve_metrics_and_health
 from services.runtime.kafka import consumer_config
+from services.runtime.kafka_client import KafkaClient
 from services.runtime.logs import about, configure_logging
 from services.runtime.settings import Settings
 
@@ -82,12 +85,13 @@ class ProjectedRecords:
 def run(args: argparse.Namespace) -> int:
     configure_logging("slack", args.log_level)
     settings = Settings.from_env()
+    kafka = replace(settings.kafka, bootstrap_servers=args.broker) if args.broker else settings.kafka
     token = os.environ.get("SLACK_BOT_TOKEN", "")
     base_url = os.environ.get("SLACK_API_URL") or slack_api.SLACK_API_URL
     routes = parse_routes(os.environ.get("SLACK_ROUTES"))
     return asyncio.run(
         serve(
-            bootstrap=args.broker or settings.kafka_bootstrap_servers,
+            kafka=kafka,
             events_topic=args.events_topic,
             group=args.group,
             dsn=args.dsn or settings.database_url,
@@ -103,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def serve(
     *,
-    bootstrap: str,
+    kafka: KafkaClient,
     events_topic: str,
     group: str,
     dsn: str,
@@ -115,7 +119,11 @@ async def serve(
     metrics_port: int | None = None,
 ) -> int:
     web = slack_api.client(token, base_url)
-    me = await slack_api.check_token(web)
+    me = await slack_api.check_token(web)  # a refused token is the one line, before anything else
+    check_kafka(kafka)
+    check_kafka_access(
+        kafka, reads=(events_topic,), writes=(events_topic,), group=group, service="the Slack poster"
+    )
     heartbeat = Heartbeat()
     if metrics_port:
         serve_metrics_and_health(metrics_port, heartbeat)
@@ -123,13 +131,13 @@ async def serve(
         records = ProjectedRecords(dsn, schema)
     except psycopg.Error as exc:
         raise UserFacingError(f"Postgres is not reachable: {str(exc).splitlines()[0]}") from None
-    emitter = EventEmitter(bootstrap, events_topic)
+    emitter = EventEmitter(kafka, events_topic)
 
     async def emit(event: EventBase) -> None:
         await asyncio.to_thread(emitter.send, event)
 
     voice = Voice(slack_api.SlackWeb(web), records, emit, routes, default_channel)
-    consumer = Consumer(consumer_config(bootstrap, group))
+    consumer = Consumer(consumer_config(kafka, group))
     consumer.subscribe([events_topic])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
