@@ -71,7 +71,7 @@ def check_kafka(kafka: KafkaClient | str, timeout: float = 10.0) -> int:
         if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL) or "SSL handshake failed" in err.str():
             fatal.append(err)
 
-    config: dict[str, object] = {**client.librdkafka(), "logger": _QUIET, "error_cb": on_error}
+    config: dict[str, object] = {**client.librdkafka(), "log_level": 0, "error_cb": on_error}
     admin = AdminClient(config)  # type: ignore[arg-type]
     metadata = None
     while metadata is None:
@@ -123,13 +123,16 @@ def check_kafka_access(
 
     Asks the broker (DescribeTopics / DescribeGroups with authorized operations), so nothing is
     read or written first. A broker without an authorizer reports no operations: nothing to check."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicCollection
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
     from confluent_kafka.admin import AdminClient
 
     client = as_client(kafka)
     reads, writes = tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes))
     who = f"user {client.principal!r}" if client.principal else "this client"
-    quiet: dict[str, Any] = {**client.librdkafka(), "logger": _QUIET}
+    # Silenced by log_level, not by a Python `logger`: an AdminClient with a logger crashes the process
+    # (SIGSEGV, confluent-kafka 2.16.1) when an admin request fails and librdkafka logs it from its
+    # background thread, which a group coordinator still loading on a fresh broker does.
+    quiet: dict[str, Any] = {**client.librdkafka(), "log_level": 0}
     admin = AdminClient(quiet)
     needed = {name: set[str]() for name in (*reads, *writes)}
     for name in reads:
@@ -162,21 +165,26 @@ def check_kafka_access(
             missing = sorted(needed[name] - names)
             if missing:
                 denied.append(f"{'/'.join(missing)} on topic {name}")
-    if group is not None:
-        # OffsetFetch (what a consumer asks first) rather than DescribeGroups: it needs the group's
-        # DESCRIBE, which READ implies, works for a group that does not exist yet, and avoids
-        # librdkafka's ConsumerGroupDescribe path. A coordinator not elected yet (a cluster seconds
-        # old) is not a refusal: the check is skipped, and the consumer retries by itself.
-        request = [ConsumerGroupTopicPartitions(group)]
+    if group is not None and reads and not denied:  # a principal refused its topics is refused already
+        # What the consumer asks first (OffsetFetch), through a consumer. An answer proves the group may
+        # be used. No answer in time is not a refusal, only a warning: librdkafka answers a group this
+        # principal may not use the same way it answers a coordinator still loading (it times out). The
+        # admin API would tell them apart, but its ListConsumerGroupOffsets crashed the process
+        # (SIGSEGV, confluent-kafka 2.16.1) on a fresh broker. Each service's topic ACLs differ from every
+        # other's, so another service's principal is refused above in any case.
+        probe = Consumer({**quiet, "group.id": group, "enable.auto.commit": False})
         try:
-            admin.list_consumer_group_offsets(request, request_timeout=timeout)[group].result(timeout=timeout)
+            probe.committed([TopicPartition(reads[0], 0)], timeout=min(timeout, 5.0))
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
                 denied.append(f"READ on group {group}")
             else:
-                log.warning("group access not checked", extra={"group": group, "error": exc.args[0].str()})
-        except TimeoutError:
-            log.warning("group access not checked", extra={"group": group, "error": "timed out"})
+                log.warning(
+                    "group not checked: no answer (its coordinator is loading, or this principal may not use it)",
+                    extra={"group": group, "error": exc.args[0].str()},
+                )
+        finally:
+            probe.close()
     if not denied:
         log.info("kafka access checked", extra={"service": service, "kafka": client.describe()})
         return
