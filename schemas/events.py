@@ -283,6 +283,11 @@ def parse_event(data: bytes | str) -> EventBase:
         decoded = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise EventDecodeError(f"not JSON: {exc}") from None
+    return event_from_json(decoded)
+
+
+def event_from_json(decoded: Any) -> EventBase:
+    """Validate an already decoded event (a caller that decoded it strictly decodes it once)."""
     if not isinstance(decoded, dict):
         raise EventDecodeError(f"not a JSON object: {type(decoded).__name__}")
     version = decoded.get("schema_version")
@@ -328,6 +333,7 @@ __all__ = [
     "ToolResult",
     "Wake",
     "canonical_json",
+    "event_from_json",
     "message_id",
     "parse_event",
 ]

@@ -23,6 +23,14 @@ RETAIN_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy
 # compacted topic takes records up to this size; a larger one is dead-lettered, never dropped.
 MAX_COMPACTED_RECORD_BYTES = 8 * 1024 * 1024
 
+# The largest event (its canonical JSON) the pipeline takes onto incident.events and incident.wake:
+# ingest's HTTP body limit, the largest event ingest produces (a larger one is a 413, never a 503), and,
+# with RECORD_OVERHEAD_BYTES for the record and batch headers, the producer's message.max.bytes and the
+# topics' max.message.bytes. One number, so what passes the first check is never refused later for size.
+MAX_EVENT_BYTES = 1_000_000
+RECORD_OVERHEAD_BYTES = 64 * 1024
+EVENT_RECORD_LIMIT = MAX_EVENT_BYTES + RECORD_OVERHEAD_BYTES
+
 
 @dataclass(frozen=True)
 class TopicSpec:
@@ -32,9 +40,9 @@ class TopicSpec:
 
 
 TOPICS: tuple[TopicSpec, ...] = (
-    TopicSpec(EVENTS, 8),
+    TopicSpec(EVENTS, 8, {**RETAIN_FOREVER, "max.message.bytes": str(EVENT_RECORD_LIMIT)}),
     TopicSpec(COMPACTED, 8, {**RETAIN_FOREVER, "max.message.bytes": str(MAX_COMPACTED_RECORD_BYTES)}),
-    TopicSpec(WAKE, 4),
+    TopicSpec(WAKE, 4, {**RETAIN_FOREVER, "max.message.bytes": str(EVENT_RECORD_LIMIT)}),
     TopicSpec(DLQ, 1),
 )
 

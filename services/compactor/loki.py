@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from services.compactor.log_anatomy import (
@@ -36,7 +35,7 @@ from services.compactor.log_anatomy import (
 from services.compactor.log_patterns import WILD, WORD, mine_words, word_spans
 from services.compactor.model import Draft, Item, RawFormatError
 from services.compactor.render import clip, value_range
-from services.compactor.timefmt import Clock
+from services.compactor.timefmt import Clock, ns_from_integer, ns_from_rfc3339, shown
 
 TOOL = "query_loki"
 _LABEL_KEYS = ("detected_level", "level", "severity", "lvl", "log_level")
@@ -57,19 +56,18 @@ def _label_level(labels: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _entry_ns(value: Any) -> int:
-    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-        return int(value)
-    if isinstance(value, str):
-        try:
-            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            pass
-        else:
-            if moment.tzinfo is not None:
-                delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
-                return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-    raise RawFormatError(f"query_loki: timestamp {value!r} is neither integer nanoseconds nor RFC 3339")
+def _entry_ns(index: int, value: Any) -> int:
+    """An entry's time: integer nanoseconds (a JSON integer or a digit string), else RFC 3339."""
+    try:
+        if type(value) is int or (isinstance(value, str) and value.isdigit()):  # `"²"`: refused there
+            return ns_from_integer(value)
+        if isinstance(value, str):
+            return ns_from_rfc3339(value)
+    except ValueError as exc:
+        raise RawFormatError(f"query_loki: entry {index} timestamp {exc}") from None
+    raise RawFormatError(
+        f"query_loki: entry {index} timestamp {shown(value)} is neither integer nanoseconds nor RFC 3339"
+    )
 
 
 Entry = tuple[int, int, str]  # (ns, stream index, line)
@@ -100,14 +98,14 @@ def parse(raw: Any) -> tuple[list[Entry], list[dict[str, str]]]:
         if not isinstance(labels, dict):
             raise RawFormatError(f"query_loki: stream {s_index} labels are not an object")
         streams.append({str(k): str(v) for k, v in labels.items()})
-        for value in stream["values"]:
+        for v_index, value in enumerate(stream["values"]):
             if not isinstance(value, list) or len(value) < 2 or not isinstance(value[1], str):
                 raise RawFormatError(f"query_loki: stream {s_index} has an entry that is not [ns, line]")
             try:
-                ns = int(value[0])
-            except (TypeError, ValueError):
+                ns = ns_from_integer(value[0])
+            except ValueError as exc:
                 raise RawFormatError(
-                    f"query_loki: timestamp {value[0]!r} is not integer nanoseconds"
+                    f"query_loki: stream {s_index} entry {v_index} timestamp {exc}"
                 ) from None
             entries.append((ns, s_index, value[1]))
     entries.sort(key=lambda e: (e[0], e[1]))
@@ -126,7 +124,7 @@ def _parse_entries(raw: list[Any]) -> tuple[list[Entry], list[dict[str, str]]]:
         if key not in index_of:
             index_of[key] = len(streams)
             streams.append(dict(key))
-        entries.append((_entry_ns(entry.get("timestamp")), index_of[key], entry["line"]))
+        entries.append((_entry_ns(index, entry.get("timestamp")), index_of[key], entry["line"]))
     entries.sort(key=lambda e: (e[0], e[1]))
     return entries, streams
 
@@ -335,7 +333,7 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
         n = len(pattern.members)
         exemplar = messages[pattern.members[0]].strip()
         tag = f" {_LEVEL_TAG[pattern.level]}" if pattern.level in _LEVEL_TAG else ""
-        if tag and level_name(exemplar.split(maxsplit=1)[0]) == pattern.level:
+        if tag and exemplar and level_name(exemplar.split(maxsplit=1)[0]) == pattern.level:
             tag = ""  # `error: ...`, `FATAL ERROR: ...`: the line says its level itself
         times = clock.span(pattern.first, pattern.last)
         head = f"{n}× {times}{tag} "

@@ -7,7 +7,9 @@ masked), never by object, BEFORE anything is dropped. A group keeps, exactly:
 
 - its occurrences: the sum of each event's `count`, else `series.count`, else `deprecatedCount`,
   else 1 (events.k8s.io/v1 events carry their count in `series`);
-- its first and last seen (terse: the date once, in the header's `window`);
+- its first and last seen (terse: the date once, in the header's `window`). A time is RFC 3339
+  in `timefmt.WINDOW`; null, "" and Go's zero time mean unset; anything else is a RawFormatError
+  naming the item and the field, never a time silently left out;
 - its objects, named while the budget allows, then counted (`34 pods`);
 - at the richer forms one verbatim message (the earliest event's) and the ranges of the
   template's variable fields (numbers min..max, anything else "N distinct").
@@ -24,25 +26,29 @@ Pure and deterministic.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
 from services.compactor.log_patterns import WILD, mine_words, words
 from services.compactor.model import Draft, Item, RawFormatError
 from services.compactor.render import value_range
-from services.compactor.timefmt import Clock
+from services.compactor.timefmt import Clock, ns_from_rfc3339, shown
 
 TOOL = "get_pod_events"
 SECTION = "events"
 
-_TS = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?\d*(Z|z|[+-]\d\d:?\d\d)?$")
-_MIN_NS = -62_135_596_800 * 1_000_000_000  # 0001-01-01T00:00:00Z: what `timefmt` can render
-_MAX_NS = 253_402_300_799 * 1_000_000_000 + 999_999_999  # 9999-12-31T23:59:59.999999999Z
+_TIME_KEYS = (
+    "firstTimestamp",
+    "deprecatedFirstTimestamp",
+    "lastTimestamp",
+    "deprecatedLastTimestamp",
+    "eventTime",
+)
+# Unset times: Kubernetes writes null; tools built on Go's time.Time write its zero time instead.
+_UNSET = frozenset({"", "0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000000Z"})
 _NAME_MIN = 5  # an object name this long or longer is masked as a variable wherever a message says it
 _ALERT_KEYS = ("service", "pod", "deployment", "statefulset", "daemonset", "app", "object", "node")
 
@@ -113,11 +119,11 @@ def parse(raw: Any) -> list[Event]:
         raise RawFormatError("get_pod_events: expected a Kubernetes EventList with an 'items' list")
     if raw.get("kind") not in (None, "EventList"):
         raise RawFormatError(f"get_pod_events: expected kind 'EventList', got {raw.get('kind')!r}")
-    stamps: dict[str, int | None] = {}
+    stamps: dict[str, int] = {}
     return [_event(index, item, stamps) for index, item in enumerate(raw["items"])]
 
 
-def _event(index: int, item: Any, stamps: dict[str, int | None]) -> Event:
+def _event(index: int, item: Any, stamps: dict[str, int]) -> Event:
     if not isinstance(item, dict) or not isinstance(item.get("reason"), str):
         raise RawFormatError(f"get_pod_events: item {index} is not an Event with a 'reason'")
     obj = item.get("involvedObject") or item.get("regarding") or {}
@@ -126,21 +132,17 @@ def _event(index: int, item: Any, stamps: dict[str, int | None]) -> Event:
     message = item.get("message") or item.get("note")
     series = item.get("series")
     series = series if isinstance(series, dict) else {}
-    get = item.get
-    first = _stamp(stamps, get("firstTimestamp"), get("deprecatedFirstTimestamp"), get("eventTime"))
-    last = _stamp(
-        stamps,
-        get("lastTimestamp"),
-        get("deprecatedLastTimestamp"),
-        series.get("lastObservedTime"),
-        get("eventTime"),
-    )
+    times = {key: _stamp(index, key, item.get(key), stamps) for key in _TIME_KEYS}
+    observed = _stamp(index, "series.lastObservedTime", series.get("lastObservedTime"), stamps)
+    first = _first(times["firstTimestamp"], times["deprecatedFirstTimestamp"], times["eventTime"])
+    last = _first(times["lastTimestamp"], times["deprecatedLastTimestamp"], observed, times["eventTime"])
     if first is None and last is None:
-        meta = get("metadata")
-        first = last = _stamp(stamps, meta.get("creationTimestamp")) if isinstance(meta, dict) else None
+        meta = item.get("metadata")
+        created = meta.get("creationTimestamp") if isinstance(meta, dict) else None
+        first = last = _stamp(index, "metadata.creationTimestamp", created, stamps)
     return Event(
         index=index,
-        type=_text(get("type")),
+        type=_text(item.get("type")),
         reason=item["reason"],
         message=message if isinstance(message, str) else "",
         kind=_text(obj.get("kind")),
@@ -152,14 +154,24 @@ def _event(index: int, item: Any, stamps: dict[str, int | None]) -> Event:
     )
 
 
-def _stamp(stamps: dict[str, int | None], *values: Any) -> int | None:
-    """The first of `values` that is a time, in unix ns (`stamps` caches each text: events repeat them)."""
-    for value in values:
-        if isinstance(value, str):
-            ns = stamps[value] if value in stamps else stamps.setdefault(value, _ns(value))
-            if ns is not None:
-                return ns
-    return None
+def _first(*times: int | None) -> int | None:
+    return next((t for t in times if t is not None), None)
+
+
+def _stamp(index: int, key: str, value: Any, stamps: dict[str, int]) -> int | None:
+    """A time field in unix ns; None when unset (absent, null, "" or Go's zero time). Anything else
+    must be an RFC 3339 time in `timefmt.WINDOW`, else RawFormatError: a time that cannot be read
+    is not left out silently. `stamps` caches each text (events repeat them)."""
+    if value is None or (isinstance(value, str) and value in _UNSET):
+        return None
+    if isinstance(value, str) and value in stamps:
+        return stamps[value]
+    try:
+        ns = ns_from_rfc3339(value, zone_required=False)
+    except ValueError as exc:
+        raise RawFormatError(f"get_pod_events: item {index} {key} {exc}") from None
+    stamps[value] = ns
+    return ns
 
 
 def _text(value: Any) -> str:
@@ -182,32 +194,10 @@ def _count(index: int, item: Mapping[str, Any], series: Mapping[str, Any]) -> in
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise RawFormatError(
-                f"get_pod_events: item {index} {key} {value!r} is not a non-negative integer"
+                f"get_pod_events: item {index} {key} {shown(value)} is not a non-negative integer"
             )
         return value
     return 1
-
-
-def _ns(value: Any) -> int | None:
-    """Unix ns of an RFC 3339 time (Kubernetes `Time` or `MicroTime`); None when absent or not one."""
-    if not isinstance(value, str):
-        return None
-    match = _TS.match(value.strip())
-    if match is None:
-        return None
-    y, mo, d, h, mi, s, frac, zone = match.groups()
-    try:
-        moment = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=UTC)
-    except ValueError:
-        return None
-    offset = 0
-    if zone and zone not in ("Z", "z"):
-        digits = zone[1:].replace(":", "")
-        offset = (int(digits[:2]) * 3600 + int(digits[2:]) * 60) * (1 if zone[0] == "+" else -1)
-    seconds = (moment - datetime(1970, 1, 1, tzinfo=UTC)).days * 86_400 + moment.hour * 3600
-    seconds += moment.minute * 60 + moment.second - offset
-    ns = seconds * 1_000_000_000 + int((frac or "0").ljust(9, "0"))
-    return ns if _MIN_NS <= ns <= _MAX_NS else None  # an offset may push it out of years 1..9999
 
 
 # --- grouping --------------------------------------------------------------------------------

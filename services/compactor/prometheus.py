@@ -54,6 +54,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -61,7 +62,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from services.compactor.model import Draft, Item, RawFormatError
-from services.compactor.timefmt import Clock
+from services.compactor.timefmt import Clock, ns_from_unix_seconds, shown
 
 TOOL = "query_prometheus"
 QUIET = 0.5  # below this salience a series may be collapsed into a group of similar ones
@@ -78,7 +79,9 @@ _MEMBERS = 12  # member names listed in a group's richest form
 _ALERT_KEYS = ("pod", "instance", "namespace", "container", "node", "job", "service", "deployment", "app")
 _DONE = {"jump": "jumped", "drop": "dropped"}
 _SHORT_LABELS = ("namespace", "container", "job", "service", "app")
-_MIN_TS, _MAX_TS = -62_135_596_800.0, 253_402_300_799.0  # years 1..9999: what a timestamp can render as
+_MIN_TS, _MAX_TS = 0.0, 253_402_300_799.0  # timefmt.WINDOW in whole seconds: the fast path's check
+_NUMBER = (int, float)  # a timestamp's JSON types (not bool)
+_NOT_VALUE = re.compile(r"[^0-9A-Za-z.+\-]")  # what Prometheus' float text never holds
 
 Point = tuple[Any, str, float, float]  # (raw timestamp, raw value, timestamp, value)
 
@@ -112,29 +115,42 @@ def _parse(raw: Any) -> list[tuple[dict[str, str], list[Point]]]:
 
 def _points(index: int, values: list[Any]) -> list[Point]:
     """The samples of one series as (raw t, raw v, t, v). Converted in bulk (fast); on a bad sample,
-    converted one by one to name it."""
-    try:
-        if all(type(x) is list and len(x) == 2 and type(x[1]) is str for x in values):
+    converted one by one to name it.
+
+    A timestamp is unix seconds, a JSON number or an ASCII decimal string, in `timefmt.WINDOW`
+    (`ns_from_unix_seconds`: never a bool, NaN, or a time before 1970). A value is Prometheus' float
+    text (`0.25`, `1e+06`, `NaN`, `+Inf`): ASCII letters, digits, `.+-` only, so that what `float()`
+    also takes (`" 1"`, `"1_000"`, `"١٢"`) is refused, not read as a number."""
+    if all(type(x) is list and len(x) == 2 and type(x[0]) in _NUMBER and type(x[1]) is str for x in values):
+        try:
             ts = [float(x[0]) for x in values]
             vs = [float(x[1]) for x in values]
-            if all(_MIN_TS <= t <= _MAX_TS for t in ts):
+        except (ValueError, OverflowError):
+            pass
+        else:
+            if all(_MIN_TS <= t <= _MAX_TS for t in ts) and not _NOT_VALUE.search(
+                "".join(x[1] for x in values)
+            ):
                 return list(zip([x[0] for x in values], [x[1] for x in values], ts, vs, strict=True))
-    except (TypeError, ValueError):
-        pass
     points: list[Point] = []
-    for sample in values:
+    for s_index, sample in enumerate(values):
         if not isinstance(sample, list) or len(sample) != 2 or not isinstance(sample[1], str):
             raise RawFormatError(f'query_prometheus: series {index} has a sample that is not [t, "v"]')
         try:
-            value = float(sample[1])
-            t = float(sample[0])
-        except (TypeError, ValueError):
+            ns_from_unix_seconds(sample[0])
+        except ValueError as exc:
             raise RawFormatError(
-                f"query_prometheus: series {index} sample {sample!r} is not numeric"
+                f"query_prometheus: series {index} sample {s_index} timestamp {exc}"
             ) from None
-        if not _MIN_TS <= t <= _MAX_TS:  # also NaN: no time can be written for it
-            raise RawFormatError(f"query_prometheus: series {index} timestamp {sample[0]!r} is out of range")
-        points.append((sample[0], sample[1], t, value))
+        try:
+            if _NOT_VALUE.search(sample[1]):
+                raise ValueError
+            value = float(sample[1])
+        except ValueError:
+            raise RawFormatError(
+                f"query_prometheus: series {index} sample {s_index} value {shown(sample[1])} is not a number"
+            ) from None
+        points.append((sample[0], sample[1], float(sample[0]), value))
     return points
 
 

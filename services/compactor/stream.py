@@ -21,8 +21,10 @@ from schemas.events import (
     Selection,
     ToolResult,
     canonical_json,
+    event_from_json,
     parse_event,
 )
+from schemas.strict_json import MAX_DEPTH, StrictJsonError, loads_strict
 from schemas.tokens import count_tokens, count_value_tokens
 from services.compactor.registry import (
     COMPACTOR_VERSION,
@@ -37,6 +39,8 @@ from services.compactor.selector import Selector
 from services.runtime.kafka import dead_letter
 
 STAGE = "compactor"
+# A raw may nest MAX_DEPTH deep, as on `incident-memory compact`'s stdin; the event around it adds one.
+EVENT_MAX_DEPTH = MAX_DEPTH + 1
 
 
 @dataclass(frozen=True)
@@ -169,7 +173,11 @@ def process(
     if value is None:
         return dead("empty value (tombstone)")
     try:
-        event = parse_event(value)
+        decoded = loads_strict(value, max_depth=EVENT_MAX_DEPTH)
+    except StrictJsonError as exc:  # the same rule, and reason, as `incident-memory compact`
+        return _refused(dead, value, str(exc), f"{topic} partition {partition} offset {offset}", budget)
+    try:
+        event = event_from_json(decoded)  # decoded once, strictly
     except EventDecodeError as exc:
         return dead(str(exc))
     ts, mid = event.thread_ts, event.message_id
@@ -200,6 +208,30 @@ def process(
             return _unanswerable(letter, event.model_copy(update={"raw": where}), budget)
         return letter
     return result
+
+
+def _refused(
+    dead: Callable[[str, str | None, str | None], Dead],
+    value: bytes,
+    reason: str,
+    where: str,
+    budget: int | None,
+) -> Dead:
+    """A record that `loads_strict` refuses. When it still reads as a tool result under plain `json`
+    (a raw nested 300 deep, a 2000-digit integer), the agent waiting for it gets a truthful error
+    digest, as for any raw that cannot be compacted; the raw stays on the source topic."""
+    try:
+        event = parse_event(value)
+    except (ValueError, RecursionError):  # not even plain JSON, or not an event: the letter alone
+        return dead(reason, None, None)
+    letter = dead(reason, event.thread_ts, event.message_id)
+    if not isinstance(event, ToolResult):
+        return letter
+    try:
+        stub = event.model_copy(update={"raw": {"not_kept": f"the raw stays on {where}"}})
+        return _unanswerable(letter, stub, budget)
+    except (ValueError, RecursionError):  # what cannot be written back is outside the raw
+        return letter
 
 
 ERROR_REASON_CHARS = 300

@@ -29,7 +29,7 @@ from typing import Any
 from schemas.tokens import count_value_tokens
 from services.compactor.model import Draft, Item, RawFormatError
 from services.compactor.render import clip
-from services.compactor.timefmt import Clock
+from services.compactor.timefmt import Clock, ns_from_integer
 
 TOOL = "query_tempo"
 _ERROR_CODES = frozenset({2, "2", "STATUS_CODE_ERROR", "ERROR"})
@@ -50,7 +50,7 @@ _SKIP_ATTRS = frozenset(
         "otel.library.name",
     }
 )
-_MAX_NS = 253_402_300_799 * 1_000_000_000  # 9999-12-31T23:59:59Z: the last instant a Clock can print
+_SPAN_KEYS = ("spanId", "startTimeUnixNano", "endTimeUnixNano")
 _DIGITS = re.compile(r"[0-9]+")
 _ARROW = " → "
 _NAME_CHARS = (120, 60)  # a span name at the richer forms, at the tersest
@@ -141,15 +141,18 @@ def parse(raw: Any) -> list[Span]:
                 f"query_tempo: batch {b_index} scopeSpans is not a list of span lists"
             ) from None
         for span in raw_spans:
-            try:
-                start, end = int(span["startTimeUnixNano"]), int(span["endTimeUnixNano"])
-                span_id = str(span["spanId"])
-            except (KeyError, TypeError, ValueError, OverflowError):
+            if not isinstance(span, dict) or not all(k in span for k in _SPAN_KEYS):
                 raise RawFormatError(
                     f"query_tempo: batch {b_index} has a span without spanId/startTimeUnixNano/endTimeUnixNano"
+                )
+            span_id = str(span["spanId"])
+            try:
+                start = ns_from_integer(span["startTimeUnixNano"])
+                end = ns_from_integer(span["endTimeUnixNano"])
+            except ValueError as exc:
+                raise RawFormatError(
+                    f"query_tempo: batch {b_index} span {span_id[:40]!r} time {exc}"
                 ) from None
-            if not (0 <= start <= _MAX_NS and 0 <= end <= _MAX_NS):
-                raise RawFormatError(f"query_tempo: batch {b_index} has a span time out of range (unix ns)")
             status = span.get("status") or {}
             if not isinstance(status, dict):
                 raise RawFormatError(f"query_tempo: batch {b_index} has a span whose status is not an object")

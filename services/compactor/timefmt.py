@@ -1,15 +1,116 @@
-"""Exact timestamp rendering: ISO 8601 UTC keeping every digit of the raw (nothing rounded)."""
+"""Timestamps of the raws: strict parsing into unix nanoseconds, and exact rendering as ISO 8601 UTC.
+
+Parsing. One parser per way a raw writes a time, each accepting only that way and only times in
+`WINDOW` (1970-01-01 to 9999-12-31, UTC), else a ValueError whose message says why (the compactor
+adds where and raises RawFormatError):
+- `ns_from_integer`: unix nanoseconds as Loki and OTLP (Tempo) write them, a JSON integer or a
+  string of ASCII digits;
+- `ns_from_unix_seconds`: unix seconds as Prometheus writes them, a JSON number or a string of
+  ASCII digits with an optional fraction;
+- `ns_from_rfc3339`: an RFC 3339 time (Kubernetes events, Grafana's Loki entries).
+Never a bool (`true` is not 1 ns), never what `int()`/`float()` also take (`"²"`, `"١٢"`, `" 12"`,
+`"1_000"`, `"nan"`), never a time before 1970 (no incident raw has one, and it would print as
+1969 or 1811) or after 9999 (it cannot be printed as four digits). Every time a compactor shows
+went through one of these, so rendering never meets a time it cannot print.
+
+Rendering keeps every digit of the raw (nothing rounded).
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
+from typing import Any
+
+MIN_NS = 0  # 1970-01-01T00:00:00Z
+MAX_NS = 253_402_300_799_999_999_999  # 9999-12-31T23:59:59.999999999Z
+WINDOW = "1970-01-01..9999-12-31"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MAX_DIGITS = 40  # longer digit strings are out of the window whatever they say (and int() has a limit)
+_SECONDS = re.compile(r"[0-9]{1,40}(?:\.[0-9]{1,40})?", re.ASCII)
+_RFC3339 = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,30}))?"
+    r"(?:([Zz])|([+-])([0-9]{2}):?([0-9]{2}))?",
+    re.ASCII,
+)
+_SHOWN = 40
+
+
+def shown(value: Any) -> str:
+    """A raw value in a one-line message: its repr, clipped."""
+    if type(value) is int and value.bit_length() > 200:  # repr() of a huge int is slow, or refused
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def _in_window(ns: int, value: Any) -> int:
+    if not MIN_NS <= ns <= MAX_NS:
+        raise ValueError(f"{shown(value)} is outside {WINDOW}")
+    return ns
+
+
+def ns_from_integer(value: Any) -> int:
+    """Unix ns from a JSON integer or a string of ASCII digits (`"1773457964187000000"`), in `WINDOW`."""
+    if type(value) is int:  # not bool
+        return _in_window(value, value)
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        if len(value.lstrip("0")) > _MAX_DIGITS:
+            raise ValueError(f"{shown(value)} is outside {WINDOW}")
+        return _in_window(int(value), value)
+    raise ValueError(f"{shown(value)} is not integer nanoseconds (an integer or a string of digits)")
+
+
+def ns_from_unix_seconds(value: Any) -> int:
+    """Exact unix ns from unix seconds: a JSON number (not bool, finite) or an ASCII decimal string
+    (`1773457964.187`, `"1773457964.187"`), in `WINDOW`."""
+    if type(value) is int:  # not bool
+        return _in_window(value * 1_000_000_000, value)
+    if type(value) is float:
+        dec = Decimal(repr(value))  # the float's shortest repr: the digits the raw wrote
+    elif isinstance(value, str) and _SECONDS.fullmatch(value):
+        dec = Decimal(value)
+    else:
+        raise ValueError(f"{shown(value)} is not unix seconds (a number)")
+    if not dec.is_finite():
+        raise ValueError(f"{shown(value)} is not unix seconds (a finite number)")
+    if dec.adjusted() > 12 or dec < 0:  # 10^13 s is after 9999; the window check needs no huge int
+        raise ValueError(f"{shown(value)} is outside {WINDOW}")
+    return _in_window(int(dec * 1_000_000_000), value)
+
+
+def ns_from_rfc3339(value: Any, *, zone_required: bool = True) -> int:
+    """Unix ns of an RFC 3339 time (`2026-03-14T03:12:44.187Z`, `...+01:00`), nanoseconds kept
+    (further digits cut), in `WINDOW`. `zone_required=False` reads a time without offset as UTC
+    (Kubernetes writes `Z`; some tools write none)."""
+    match = _RFC3339.fullmatch(value) if isinstance(value, str) and len(value) <= 64 else None
+    if match is None:
+        raise ValueError(f"{shown(value)} is not an RFC 3339 time")
+    y, mo, d, h, mi, s, frac, utc, sign, oh, om = match.groups()
+    if not utc and not sign and zone_required:
+        raise ValueError(f"{shown(value)} is not an RFC 3339 time (no offset)")
+    try:
+        moment = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=UTC)
+    except ValueError:
+        raise ValueError(f"{shown(value)} is not a valid date and time") from None
+    offset = 0
+    if sign:
+        if int(oh) > 23 or int(om) > 59:
+            raise ValueError(f"{shown(value)} has an offset out of range")
+        offset = (int(oh) * 3600 + int(om) * 60) * (1 if sign == "+" else -1)
+    delta = moment - _EPOCH
+    seconds = delta.days * 86_400 + delta.seconds - offset
+    return _in_window(seconds * 1_000_000_000 + int((frac or "0")[:9].ljust(9, "0")), value)
 
 
 def iso_from_ns(ns: int) -> str:
-    """`1773457964187000000` -> `2026-03-14T03:12:44.187Z`; nanoseconds kept when present, so it is lossless."""
+    """`1773457964187000000` -> `2026-03-14T03:12:44.187Z`; nanoseconds kept when present, so it is lossless.
+    A time outside `WINDOW` is a ValueError: the parsers above never let one through."""
+    if not MIN_NS <= ns <= MAX_NS:
+        raise ValueError(f"{ns} ns is outside {WINDOW}")
     secs, frac = divmod(ns, 1_000_000_000)
-    base = datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    base = (_EPOCH + timedelta(seconds=secs)).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{base}.{frac:09d}".rstrip("0") + "Z" if frac else f"{base}Z"
 
 

@@ -26,8 +26,8 @@ from schemas.ids import message_id
 from services.ingest.planned import Planned, get_str
 from services.ingest.rejections import Rejected, bad, missing
 
-RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|z|[+-]\d{2}:\d{2})$"
+RFC3339 = re.compile(  # re.ASCII: \d is 0-9 only, not every Unicode digit ("２０２６")
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|z|[+-]\d{2}:\d{2})$", re.ASCII
 )
 
 
@@ -44,20 +44,36 @@ class AlertGroup:
     planned: list[Planned]
 
 
+# Times an alert can truthfully carry, after conversion to UTC. Go's zero time (year 1) means "not set"
+# and is handled by the callers; anything else outside this range is refused, never shifted or wrapped.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)  # far from datetime.max: windows around it cannot overflow
+
+
 def parse_time(value: str, where: str) -> datetime:
-    """RFC 3339 as Alertmanager writes it (Go: up to nanoseconds, `Z` or an offset), to aware UTC."""
+    """RFC 3339 as Alertmanager writes it (Go: up to nanoseconds, `Z` or an offset), to aware UTC.
+
+    The offset must be a real one (hours 00-23, minutes 00-59: RFC 3339's time-numoffset), and the
+    time must fall in [1970, 9000) once in UTC: `+99:99` would shift it by 100 h, and year 1 or 9999
+    with an offset overflows Python's datetime."""
     match = RFC3339.match(value)
     if not match:
         raise bad(where, f"not an RFC 3339 time: {value[:40]!r}")
     year, month, day, hour, minute, second, fraction, zone = match.groups()
     micros = int(((fraction or "") + "000000")[:6])
-    try:
-        moment = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micros, UTC)
-    except ValueError as exc:
-        raise bad(where, str(exc)) from None
+    offset = timedelta(0)
     if zone not in ("Z", "z"):
-        sign = 1 if zone[0] == "+" else -1
-        moment -= sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
+        off_hours, off_minutes = int(zone[1:3]), int(zone[4:6])
+        if off_hours > 23 or off_minutes > 59:
+            raise bad(where, f"not a UTC offset: {zone!r}")
+        offset = (1 if zone[0] == "+" else -1) * timedelta(hours=off_hours, minutes=off_minutes)
+    try:
+        local = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micros, UTC)
+        moment = local - offset
+    except (ValueError, OverflowError) as exc:
+        raise bad(where, f"{value[:40]!r}: {exc}") from None
+    if not EARLIEST <= moment < LATEST:
+        raise bad(where, f"{value[:40]!r} is outside {EARLIEST.year}..{LATEST.year - 1}")
     return moment
 
 
@@ -91,8 +107,6 @@ def map_webhook(payload: dict[str, Any], window: Window) -> AlertGroup:
             (parse_time(get_str(alert, "startsAt", f"alerts[{i}].") or "", f"alerts[{i}].startsAt"), alert)
         )
     earliest, first = min(starts, key=lambda pair: pair[0])
-    if earliest.timestamp() < 0:
-        raise bad("alerts[].startsAt", "before 1970: no thread_ts can be derived from it")
     labels = _labels(payload, first)
     thread_ts = group_thread_ts(group_key, earliest)
     window_start = earliest - timedelta(seconds=window.before_s)
@@ -149,7 +163,7 @@ def _latest_end(starts: list[tuple[datetime, dict[str, Any]]]) -> datetime:
     ends = []
     for i, (start, alert) in enumerate(starts):
         raw = alert.get("endsAt")
-        if isinstance(raw, str) and not raw.startswith("0001-"):
+        if isinstance(raw, str) and not raw.startswith("0001-01-01T00:00:00"):  # Go's zero time: not set
             ends.append(parse_time(raw, f"alerts[{i}].endsAt"))
         else:
             ends.append(start)

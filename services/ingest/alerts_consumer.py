@@ -108,7 +108,8 @@ class AlertsTopicConsumer:
             if len(value) > self.config.max_bytes:
                 raise Rejected(413, "body_too_large", f"{len(value)} bytes > limit {self.config.max_bytes}")
             group = map_webhook(parse_json_object(value), self.window)
-            return group.planned, time.perf_counter(), self.emitter.submit(group.planned)
+            records = self.emitter.encode(group.planned)  # Rejected (dead letter) when too large
+            return group.planned, time.perf_counter(), self.emitter.submit(records)
         except ProduceError as exc:
             if "MSG_SIZE_TOO_LARGE" not in str(exc):
                 raise  # transient (queue full, broker away): the batch is rewound and retried

@@ -34,12 +34,12 @@ from services.ingest.alerts import Window, map_webhook
 from services.ingest.config import IngestConfig
 from services.ingest.dedupe import TtlSet
 from services.ingest.directory import ThreadDirectory
-from services.ingest.emitter import Emitter
-from services.ingest.metrics import Metrics
+from services.ingest.emitter import Emitter, Record
+from services.ingest.metrics import Metrics, reason_label
 from services.ingest.planned import Planned, parse_json_object
 from services.ingest.producer import AckedProducer, ProduceError
 from services.ingest.rejections import Ignored, Rejected
-from services.ingest.slack_events import Challenge, map_payload
+from services.ingest.slack_events import Callback, Challenge, map_payload
 from services.runtime.logs import about
 
 log = logging.getLogger("incident_memory.ingest")
@@ -121,13 +121,16 @@ class Ingest:
         the broker's ack. Counts rejections and ignores under `endpoint`; never raises for input."""
         try:
             result = map_payload(payload, self.config.bot_user_id, self.directory.resolve)
+            records = self.emitter.encode(result.planned) if isinstance(result, Callback) else []
         except ValidationError as exc:
             return self._rejected(endpoint, Rejected(400, "invalid_event", _first_error(exc)))
         except Rejected as rejected:
             return self._rejected(endpoint, rejected)
         except Ignored as ignored:
-            self.metrics.ignored.labels(ignored.reason).inc()
+            self.metrics.ignored.labels(reason_label(ignored.reason)).inc()
             return SlackOutcome("ignored", 200, {"ok": True, "ignored": ignored.reason})
+        except (ValueError, OverflowError, RecursionError) as exc:  # input no mapping rule foresaw
+            return self._rejected(endpoint, _unmappable(exc))
         if isinstance(result, Challenge):
             return SlackOutcome("challenge", 200, {"challenge": result.value})
         if retry:
@@ -135,7 +138,7 @@ class Ingest:
                 "slack retry",
                 extra=about(None, None, event_id=result.event_id, retry=retry, endpoint=endpoint),
             )
-        return await self._once(result.event_id, result.planned, endpoint)
+        return await self._once(result.event_id, result.planned, records, endpoint)
 
     async def alertmanager(self, request: Request) -> Response:
         try:
@@ -146,11 +149,14 @@ class Ingest:
                 raise Rejected(401, "bad_token", "expected Authorization: Bearer <ALERTMANAGER_TOKEN>")
             body = await self._read_body(request)
             group = map_webhook(parse_json_object(body), self.window)
+            records = self.emitter.encode(group.planned)
         except ValidationError as exc:
             return self._reject("alertmanager", Rejected(400, "invalid_event", _first_error(exc)))
         except Rejected as rejected:
             return self._reject("alertmanager", rejected)
-        failure = await self._deliver(group.planned, "alertmanager")
+        except (ValueError, OverflowError, RecursionError) as exc:  # input no mapping rule foresaw
+            return self._reject("alertmanager", _unmappable(exc))
+        failure = await self._deliver(group.planned, records, "alertmanager")
         if failure is not None:
             return self._answer("alertmanager", 503, _unavailable(failure))
         return self._answer(
@@ -175,7 +181,9 @@ class Ingest:
 
     # --- helpers ------------------------------------------------------------------------
 
-    async def _once(self, event_id: str, planned: list[Planned], endpoint: str) -> SlackOutcome:
+    async def _once(
+        self, event_id: str, planned: list[Planned], records: list[Record], endpoint: str
+    ) -> SlackOutcome:
         """Produce a Slack event's events unless that event id was already acked (a retry)."""
         pending = self.inflight.get(event_id)
         if pending is not None:  # the same event is being produced right now: wait for its outcome
@@ -187,7 +195,7 @@ class Ingest:
         mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.inflight[event_id] = mine
         try:
-            failure = await self._deliver(planned, endpoint)
+            failure = await self._deliver(planned, records, endpoint)
             if failure is None:
                 self.seen.add(event_id)
         finally:
@@ -197,11 +205,11 @@ class Ingest:
             return SlackOutcome("unavailable", 503, _unavailable(failure))
         return SlackOutcome("produced", 200, {"ok": True, "event_id": event_id, "produced": len(planned)})
 
-    async def _deliver(self, planned: list[Planned], endpoint: str) -> str | None:
+    async def _deliver(self, planned: list[Planned], records: list[Record], endpoint: str) -> str | None:
         """None once the broker acked every event; otherwise why not (the caller answers 503)."""
         started = time.perf_counter()
         try:
-            futures = self.emitter.submit(planned)
+            futures = self.emitter.submit(records)
             waits = [asyncio.wrap_future(f) for f in futures]
             await asyncio.wait_for(asyncio.gather(*waits), self.config.ack_timeout_s)
         except (ProduceError, TimeoutError) as exc:
@@ -249,7 +257,7 @@ class Ingest:
 
     def _rejected(self, endpoint: str, rejected: Rejected) -> SlackOutcome:
         """Count and log a rejection; its outcome carries the 4xx and the JSON reason."""
-        self.metrics.rejections.labels(endpoint, rejected.reason).inc()
+        self.metrics.rejections.labels(endpoint, reason_label(rejected.reason)).inc()
         log.info(
             "rejected",
             extra=about(None, None, endpoint=endpoint, reason=rejected.reason, detail=rejected.detail),
@@ -266,6 +274,12 @@ class Ingest:
 
 def _unavailable(failure: str) -> dict[str, Any]:
     return {"ok": False, "error": "broker_unavailable", "detail": failure[:300]}
+
+
+def _unmappable(exc: BaseException) -> Rejected:
+    """Input that broke a mapping rule we did not foresee: a 400 with its reason, never a 500."""
+    log.warning("input no rule foresaw", extra=about(None, None, error=f"{type(exc).__name__}: {exc}"[:300]))
+    return Rejected(400, "invalid_input", f"{type(exc).__name__}: {exc}"[:300])
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from schemas import topics
 from services.runtime.kafka_client import KafkaClient
 
-# 1 MiB: far above any Slack event or Alertmanager group, small enough to bound memory.
-MAX_BODY_BYTES = 1024 * 1024
+# Far above any Slack event or Alertmanager group, small enough to bound memory; the same number as the
+# largest event ingest produces (schemas.topics.MAX_EVENT_BYTES), so a body that passes is never a 503 for size.
+MAX_BODY_BYTES = topics.MAX_EVENT_BYTES
 
 
 @dataclass(frozen=True)

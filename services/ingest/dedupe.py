@@ -6,9 +6,20 @@ request that failed (503) is processed again; a retry of one that succeeded prod
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+
+MAX_KEY_CHARS = 64  # Slack's event ids are ~11 characters; a longer key is kept as its digest
+
+
+def bounded_key(key: str) -> str:
+    """The key itself when short, else a fixed-size digest of it: the cache's bytes stay bounded
+    (max_entries x ~100 bytes) whatever the ids a signed sender makes up."""
+    if len(key) <= MAX_KEY_CHARS:
+        return key
+    return "sha256:" + hashlib.sha256(key.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 class TtlSet:
@@ -20,13 +31,14 @@ class TtlSet:
 
     def __contains__(self, key: str) -> bool:
         self._expire()
-        return key in self._seen
+        return bounded_key(key) in self._seen
 
     def __len__(self) -> int:
         self._expire()
         return len(self._seen)
 
     def add(self, key: str) -> None:
+        key = bounded_key(key)
         self._seen[key] = self._clock()
         self._seen.move_to_end(key)
         while len(self._seen) > self.max_entries:

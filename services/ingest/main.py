@@ -19,6 +19,7 @@ from services.ingest.alerts import Window
 from services.ingest.alerts_consumer import DEFAULT_GROUP, AlertsTopicConfig, AlertsTopicConsumer
 from services.ingest.app import Ingest, Worker, build_app
 from services.ingest.config import MAX_BODY_BYTES, IngestConfig
+from services.ingest.http_limits import HttpLimits, server_config
 from services.ingest.metrics import Metrics
 from services.ingest.producer import AckedProducer
 from services.ingest.socket_mode import DEFAULT_API_URL, SocketMode, SocketModeConfig
@@ -63,6 +64,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--window-after", type=int, default=1800, help="pinned window: seconds after startsAt"
     )
     parser.add_argument("--max-body", type=int, default=MAX_BODY_BYTES)
+    limits = HttpLimits()
+    parser.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=limits.max_header_bytes,
+        help="request line + headers; more is answered 431 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-headers", type=int, default=limits.max_headers, help="more is 431 (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=limits.header_timeout_s,
+        help="seconds from a request's first byte to the end of its headers, else 408 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=limits.body_timeout_s,
+        help="seconds from the end of the headers to the end of the body, else 408 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--keep-alive-timeout",
+        type=int,
+        default=limits.keep_alive_s,
+        help="seconds an idle connection is kept open (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=limits.max_connections,
+        help="open connections or requests in flight before new requests get 503 (default: %(default)s)",
+    )
     parser.add_argument(
         "--dsn",
         default=None,
@@ -112,6 +147,21 @@ def config_from_args(args: argparse.Namespace) -> IngestConfig:
         directory_dsn=args.dsn or settings.database_url,
         directory_schema=args.schema,
     )
+
+
+def limits_from_args(args: argparse.Namespace) -> HttpLimits:
+    limits = HttpLimits(
+        max_header_bytes=args.max_header_bytes,
+        max_headers=args.max_headers,
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+        keep_alive_s=args.keep_alive_timeout,
+        max_connections=args.max_connections,
+    )
+    problems = limits.problems()
+    if problems:
+        raise UserFacingError(f"HTTP limits out of range (each must be positive): {', '.join(problems)}")
+    return limits
 
 
 def socket_config_from_env(args: argparse.Namespace) -> SocketModeConfig:
@@ -166,6 +216,7 @@ def check_kafka_at_start(config: IngestConfig, alerts_topic: str | None, alerts_
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    limits = limits_from_args(args)
     socket_config = socket_config_from_env(args) if args.socket_mode else None
     configure_logging("ingest", args.log_level)
     ingest = build(config)
@@ -176,8 +227,10 @@ def run(args: argparse.Namespace) -> int:
         [socket_mode] if socket_mode is not None else None,
     )
     server = uvicorn.Server(
-        uvicorn.Config(
+        server_config(  # uvicorn.Config with the HTTP bounds (services/ingest/http_limits.py)
             app,
+            limits,
+            ingest.metrics.registry,
             host=args.host,
             port=args.port,
             log_config=None,

@@ -1,6 +1,12 @@
-"""Prometheus metrics of the ingest service, on a registry of its own (one per app, so tests isolate)."""
+"""Prometheus metrics of the ingest service, on a registry of its own (one per app, so tests isolate).
+
+Every label value comes from a closed set (`closed`): a value taken from input (an event type, a
+Slack disconnect reason) would let anyone grow /metrics without bound, one series per value.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -75,3 +81,14 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def closed(value: object, allowed: Collection[str]) -> str:
+    """`value` when it is one of `allowed`, else "other": a label never takes an unbounded value."""
+    return value if isinstance(value, str) and value in allowed else "other"
+
+
+def reason_label(reason: str) -> str:
+    """A reason's label: the constant before its first `:` (`subtype_ignored:<subtype>` -> `subtype_ignored`).
+    Reasons are written by our code; what follows the colon may come from input."""
+    return reason.partition(":")[0][:48] or "other"

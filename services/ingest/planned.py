@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
 from schemas.events import EventBase
+from schemas.strict_json import StrictJsonError, loads_strict
 from services.ingest.rejections import Rejected, bad, missing
 
 Destination = Literal["events", "wake"]
@@ -20,11 +20,18 @@ class Planned(NamedTuple):
     event: EventBase
 
 
+# Slack's and Alertmanager's bodies are a few levels deep; the events that carry them add a few more,
+# and the serializer stops at a depth far below the decoder's default.
+MAX_BODY_DEPTH = 64
+
+
 def parse_json_object(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or a 400 saying why not."""
+    """The body as a JSON object, or a 400 saying why not: the one strict rule of every edge
+    (schemas.strict_json: UTF-8 only, no NaN/Infinity or overflowing numbers, no lone surrogates,
+    bounded integers and depth), so what is stored is what came, and nothing breaks further in."""
     try:
-        decoded = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        decoded = loads_strict(body, max_depth=MAX_BODY_DEPTH)
+    except StrictJsonError as exc:
         raise Rejected(400, "malformed_json", str(exc)[:200]) from None
     if not isinstance(decoded, dict):
         raise Rejected(400, "malformed_json", f"expected a JSON object, got {type(decoded).__name__}")

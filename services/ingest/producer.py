@@ -17,6 +17,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from schemas import topics
 from services.runtime.kafka import producer_config
 from services.runtime.kafka_client import KafkaClient
 
@@ -31,6 +32,7 @@ class AckedProducer:
     def __init__(self, kafka: KafkaClient | str, **overrides: Any) -> None:
         defaults = {
             "message.timeout.ms": 30_000,
+            "message.max.bytes": topics.EVENT_RECORD_LIMIT,  # the emitter refuses events over MAX_EVENT_BYTES first
             "logger": logging.getLogger("incident_memory.ingest.librdkafka"),
         }
         config = producer_config(kafka, **{**defaults, **overrides})

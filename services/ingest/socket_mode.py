@@ -35,6 +35,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from services.ingest.app import Ingest
+from services.ingest.metrics import closed
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import about
 
@@ -42,6 +43,9 @@ log = logging.getLogger("incident_memory.ingest.socket_mode")
 
 DEFAULT_API_URL = "https://slack.com/api/"
 ENDPOINT = "slack_socket"  # the endpoint label of Socket Mode's rejections and produced-event logs
+# Label values from Slack's frames, closed (services/ingest/metrics.closed): anything else is "other".
+ENVELOPE_TYPES = frozenset({"hello", "disconnect", "events_api", "slash_commands", "interactive"})
+DISCONNECT_REASONS = frozenset({"warning", "refresh_requested", "link_disabled", "too_many_websockets"})
 
 # apps.connections.open errors -> what the operator should do about SLACK_APP_TOKEN.
 TOKEN_ERRORS = {
@@ -208,7 +212,7 @@ class SocketMode:
         if not isinstance(frame, dict) or frame.get("type") != "disconnect":
             return
         reason = str(frame.get("reason"))[:64]
-        self.metrics.socket_disconnects.labels(reason).inc()
+        self.metrics.socket_disconnects.labels(closed(reason, DISCONNECT_REASONS)).inc()
         level = logging.ERROR if reason == "link_disabled" else logging.INFO
         log.log(
             level, "Socket Mode disconnect from Slack; reconnecting", extra=about(None, None, reason=reason)
@@ -309,7 +313,7 @@ class SocketMode:
 
 
 def _label(kind: Any) -> str:
-    return str(kind)[:32] if isinstance(kind, str) and kind else "unknown"
+    return closed(kind, ENVELOPE_TYPES)
 
 
 def _api_error(exc: SlackApiError) -> str:

@@ -308,21 +308,41 @@ def test_bad_shapes_are_one_line_errors(raw: Any) -> None:
     assert "\n" not in str(err.value) and str(err.value).startswith("get_pod_events: ")
 
 
-def test_times_out_of_range_or_malformed_are_not_times() -> None:
+def test_unset_times_are_not_times() -> None:
+    """null, "" and Go's zero time (how Go tools write an unset time.Time) mean no time."""
     items: list[dict[str, Any]] = [
-        {
-            "reason": "A",
-            "firstTimestamp": "9999-12-31T23:59:59-14:00",
-            "lastTimestamp": "2026-02-30T00:00:00Z",
-        },
-        {
-            "reason": "A",
-            "eventTime": "0001-01-01T00:00:00+14:00",
-            "series": {"count": 4, "lastObservedTime": [1]},
-        },
+        {"reason": "A", "firstTimestamp": None, "lastTimestamp": "", "eventTime": "0001-01-01T00:00:00Z"},
+        {"reason": "A", "eventTime": "0001-01-01T00:00:00.000000Z", "series": {"count": 4}},
     ]
     out = compact_tool_result(TOOL, event_list(items), {}, budget=BUDGET_FLOOR)
     assert out.compact["events"] == ["5× A"] and "window" not in out.compact
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        # year 10000 in UTC
+        ("firstTimestamp", "9999-12-31T23:59:59-14:00", "outside 1970-01-01..9999-12-31"),
+        ("lastTimestamp", "2026-02-30T00:00:00Z", "not a valid date"),
+        ("eventTime", "0001-01-01T00:00:00+14:00", "outside 1970-01-01..9999-12-31"),  # before year 1 in UTC
+        ("eventTime", "1969-12-31T23:59:59Z", "outside"),
+        ("eventTime", "10000-01-01T00:00:00Z", "not an RFC 3339 time"),
+        ("lastTimestamp", "2026-03-14T03:12:44+99:99", "offset out of range"),
+        ("lastTimestamp", "２０２６-03-14T03:12:44Z", "not an RFC 3339 time"),  # fullwidth digits
+        ("firstTimestamp", 1773457964, "not an RFC 3339 time"),
+        ("firstTimestamp", True, "not an RFC 3339 time"),
+        ("series.lastObservedTime", [1], "not an RFC 3339 time"),
+        ("metadata.creationTimestamp", "yesterday", "not an RFC 3339 time"),
+    ],
+)
+def test_a_time_that_cannot_be_read_is_an_error_naming_it(field: str, value: Any, why: str) -> None:
+    item: dict[str, Any] = {"reason": "A", "count": 1}
+    outer, _, inner = field.rpartition(".")
+    (item.setdefault(outer, {}) if outer else item)[inner] = value
+    with pytest.raises(RawFormatError) as err:
+        compact_tool_result(TOOL, event_list([item]), {}, budget=BUDGET_FLOOR)
+    text = str(err.value)
+    assert text.startswith(f"get_pod_events: item 0 {field} ") and why in text and "\n" not in text
 
 
 def test_empty_list_and_timeless_events() -> None:

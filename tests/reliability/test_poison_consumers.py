@@ -75,8 +75,9 @@ def test_poison_on_the_alerts_topic_goes_to_the_dlq_and_ingest_keeps_consuming(
     good = [json.dumps(alert_payload("firing", group_key=f"rel-{run}-{i}")).encode() for i in range(2)]
     valid = json.loads(good[0])
     huge = {**valid, "commonAnnotations": {"description": "x" * OVER_1_MIB}}  # valid JSON, well-formed, huge
-    # Under the 1 MiB body limit, but the AlertReceived carrying it is over the producer's 1,000,000 bytes.
-    near = {**valid, "commonAnnotations": {"description": "x" * 1_020_000}}
+    # Under the body limit (schemas.topics.MAX_EVENT_BYTES), but its AlertReceived is over it: the alertname
+    # label is copied into the event beside the payload that carries it.
+    near = {**valid, "commonLabels": {**valid["commonLabels"], "alertname": "x" * 600_000}}
     ingest = pipeline.ingest(free_port(), SECRET, TOKEN, BOT, alerts_topic=alerts_topic)
     # First batch: poison then a valid group, consumed from the start.
     produce(pipeline.bootstrap, alerts_topic, [(key, good[0][: len(good[0]) // 2]), (key, good[0])])
