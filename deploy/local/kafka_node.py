@@ -278,6 +278,21 @@ def link_jars(p: KafkaPaths, jars: Path | None = None) -> None:
         p.libs.symlink_to(shared, target_is_directory=True)
 
 
+def run_tool(
+    main_class: str, *args: str, stdin: str | None = None, p: KafkaPaths | None = None, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's command-line tools on the cached classpath, as its bin/*.sh script does
+    (kafka-run-class.sh: the same JVM flags, -Xmx256m), and wait for it. E.g. kafka-console-producer.sh
+    is `run_tool("org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server", b, "--topic", t,
+    stdin=lines)` (needs kafka-tools in kafka/pom.xml). The tool's log4j output goes to
+    <state>/kafka/tools/logs/server.log, not the broker's log; what it prints is in stdout/stderr."""
+    p = p or paths()
+    tools = KafkaPaths(p.root / "tools")
+    link_jars(tools, p.libs)
+    argv = _java(tools, main_class, *args, heap=["-Xmx256m"])
+    return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+
+
 def start_isolated(root: Path, port: int, controller_port: int, timeout: float = 90.0) -> int:
     """Start (or start again, on the same data) a broker of its own under `root`, on its own ports.
 

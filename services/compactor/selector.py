@@ -114,6 +114,7 @@ class OpenAISelector:
                     "pinned": c.pinned,
                     "tokens": c.tokens,
                     "salience": c.salience,
+                    "first": c.first,  # the rule's last tie-break: earliest first
                     "text": c.text,
                 }
             )

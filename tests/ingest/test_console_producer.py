@@ -1,0 +1,135 @@
+"""Kafka's own console producer on ingest's alerts topic (issue 18, item 4).
+
+`kafka-console-producer` (org.apache.kafka.tools.ConsoleProducer, from kafka-tools in the local
+broker's pom, run on its cached classpath) sends one record per line of its stdin. Alertmanager
+JSON one object per line becomes the same events as a webhook; a pretty-printed file becomes one
+dead letter per line and nothing else. Together they prove the rule in services/ingest/README.md:
+one JSON object per record (per line for the console producer).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from deploy.local import kafka_node
+from schemas.events import AlertReceived, DeadLetter, IncidentStateChanged, Wake
+from schemas.topics import TopicSpec, ensure_topics
+from services.ingest.main import workers_for
+
+from .helpers import alert_payload, config, read_events, read_topic, start_server, topic_count
+
+pytestmark = pytest.mark.stack
+
+CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"  # bin/kafka-console-producer.sh
+
+
+@pytest.fixture
+def user_topic(kafka_bootstrap: str) -> Iterator[str]:
+    name = f"user.alerts.{uuid.uuid4().hex[:12]}"
+    ensure_topics(kafka_bootstrap, (TopicSpec(name, 2),))
+    yield name
+
+
+def console_produce(bootstrap: str, topic: str, text: str) -> None:
+    """`kafka-console-producer.sh --bootstrap-server B --topic T --property parse.key=false < text`."""
+    started = time.monotonic()
+    result = kafka_node.run_tool(
+        CONSOLE_PRODUCER, "--bootstrap-server", bootstrap, "--topic", topic,
+        "--property", "parse.key=false", stdin=text,
+    )  # fmt: skip
+    print(f"kafka-console-producer: {time.monotonic() - started:.2f} s, exit {result.returncode}")
+    assert result.returncode == 0, f"kafka-console-producer failed:\n{result.stdout}\n{result.stderr}"
+
+
+def test_one_json_object_per_line_becomes_the_alert_events(
+    kafka_bootstrap: str, topic_names: dict[str, str], user_topic: str
+) -> None:
+    key = f"console-{uuid.uuid4().hex}"
+    firing, resolved = alert_payload("firing", group_key=key), alert_payload("resolved", group_key=key)
+    console_produce(kafka_bootstrap, user_topic, f"{json.dumps(firing)}\n{json.dumps(resolved)}\n")
+    assert topic_count(kafka_bootstrap, user_topic) == 2  # one record per line
+
+    group = f"ingest-alerts-{uuid.uuid4().hex[:8]}"
+    server = start_server(
+        config(kafka_bootstrap, topic_names), lambda ingest: workers_for(ingest, user_topic, group)
+    )
+    try:
+        events = read_events(kafka_bootstrap, topic_names["events"], 4)
+        wakes = read_events(kafka_bootstrap, topic_names["wake"], 1)
+        committed = _wait_committed(kafka_bootstrap, group, user_topic, total=2)
+    finally:
+        server.stop()
+    alerts = [e for e in events if isinstance(e, AlertReceived)]
+    assert {a.status for a in alerts} == {"firing", "resolved"}
+    assert {a.alert["groupKey"] for a in alerts} == {key}
+    assert next(a.alert for a in alerts if a.status == "firing") == firing  # the line, kept as sent
+    thread = alerts[0].thread_ts
+    assert {e.message_id for e in events} == {
+        f"{thread}:-:alert:0", f"{thread}:-:state:open", f"{thread}:-:alert:resolved", f"{thread}:-:state:resolved",
+    }  # fmt: skip
+    assert {e.status for e in events if isinstance(e, IncidentStateChanged)} == {"open", "resolved"}
+    assert [(w.message_id, w.reason) for w in wakes if isinstance(w, Wake)] == [
+        (f"{thread}:-:wake:alert", "alert")
+    ]
+    assert committed == 2
+    assert topic_count(kafka_bootstrap, topic_names["dlq"]) == 0
+
+
+def test_a_pretty_printed_file_is_one_dead_letter_per_line_and_nothing_else(
+    kafka_bootstrap: str, topic_names: dict[str, str], user_topic: str, tmp_path: Path
+) -> None:
+    pretty = tmp_path / "alert.json"  # what `jq .` or an editor leaves: one webhook over many lines
+    pretty.write_text(json.dumps(alert_payload("firing"), indent=2) + "\n")
+    lines = pretty.read_text().splitlines()
+    console_produce(kafka_bootstrap, user_topic, pretty.read_text())
+    assert topic_count(kafka_bootstrap, user_topic) == len(lines)  # one record per line, not per file
+
+    group = f"ingest-alerts-{uuid.uuid4().hex[:8]}"
+    server = start_server(
+        config(kafka_bootstrap, topic_names), lambda ingest: workers_for(ingest, user_topic, group)
+    )
+    try:
+        letters = [
+            DeadLetter.model_validate_json(v)
+            for _, v in read_topic(kafka_bootstrap, topic_names["dlq"], len(lines))
+        ]
+        committed = _wait_committed(kafka_bootstrap, group, user_topic, total=len(lines))
+        dead = server.metric("ingest_dead_letters_total", reason="malformed_json")
+    finally:
+        server.stop()
+    assert committed == len(lines)  # every line consumed, so nothing more is on its way
+    assert sorted(letter.payload for letter in letters) == sorted(lines)  # one per line, verbatim
+    assert all(letter.reason.startswith("malformed_json: ") for letter in letters), {
+        letter.reason for letter in letters
+    }
+    by_line = {letter.payload: letter.reason for letter in letters}
+    print("\n".join(f"{line!r} -> {by_line[line]}" for line in lines[:4]))
+    assert all(letter.source_topic == user_topic and letter.offset is not None for letter in letters)
+    assert dead == len(lines)
+    assert topic_count(kafka_bootstrap, topic_names["events"]) == 0
+    assert topic_count(kafka_bootstrap, topic_names["wake"]) == 0
+
+
+def _wait_committed(bootstrap: str, group: str, topic: str, total: int, timeout_s: float = 20) -> int:
+    """The group's committed offsets on `topic`, summed over its partitions, once they reach `total`."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        partitions = list(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        deadline = time.monotonic() + timeout_s
+        done = 0
+        while time.monotonic() < deadline:
+            offsets = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
+            done = sum(max(tp.offset, 0) for tp in offsets)
+            if done >= total:
+                break
+            time.sleep(0.1)
+        return done
+    finally:
+        consumer.close()
