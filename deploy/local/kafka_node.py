@@ -176,12 +176,21 @@ def _escape(text: str, key: bool = False) -> str:
 
 
 def cluster_id(p: KafkaPaths) -> str:
-    """A stable cluster id (22 chars of base64url of a uuid4), kept beside the data."""
+    """A stable cluster id (22 chars of base64url of a uuid4), kept beside the data. Never one starting with
+    "-": the storage tool's argument parser would read it as an option (Kafka's own Uuid.randomUuid skips
+    those too)."""
     if p.cluster_id_file.is_file():
         return p.cluster_id_file.read_text().strip()
-    value = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    value = new_cluster_id()
     p.cluster_id_file.write_text(value + "\n")
     return value
+
+
+def new_cluster_id() -> str:
+    while True:
+        value = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not value.startswith("-"):
+            return value
 
 
 def _java(p: KafkaPaths, main: str, *args: str, heap: list[str]) -> list[str]:
