@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 IM := $(BIN)/incident-memory
 PYTEST_ARGS ?=
 
-.PHONY: venv validate-deploy demo test test-fast test-reliability bench up down lint clean
+.PHONY: venv validate-deploy demo test test-fast test-reliability test-integration bench up down lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,14 @@ test: lint validate-deploy up
 
 test-reliability: venv up
 	$(BIN)/pytest -m reliability tests/reliability $(PYTEST_ARGS)
+
+# Prometheus part only (issue 18, item 3): build Prometheus v0.316.0 (cached: deploy/local/gobin.py),
+# record fresh answers from it (benchmarks/record_prometheus.py, 2 minutes) and check the compactor on them.
+INTEGRATION_DIR ?= .cache/integration
+test-integration: venv
+	rm -rf $(INTEGRATION_DIR)/prometheus
+	$(BIN)/python -m benchmarks.record_prometheus --out $(INTEGRATION_DIR)/prometheus --seconds 120 >/dev/null
+	REAL_PROMETHEUS_ANSWERS=$(INTEGRATION_DIR)/prometheus $(BIN)/pytest -q tests/compactor/test_real_prometheus.py $(PYTEST_ARGS)
 
 demo: up
 	$(IM) demo

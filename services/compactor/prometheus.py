@@ -7,19 +7,29 @@ last with their times and a trend in segments (`flat ~152Mi, then rising ~33Mi/m
 spikes, jumps). Quiet series are collapsed: `28 series {pod=checkout-api-*}: 0..0.02, last 0..0.01`.
 Values are the raw's sample strings, copied; a humanized form (`573Mi`) only ever stands beside one,
 in parentheses. Times are the raw's, cut to HH:MM:SS by `Clock` (the date is in `window`); the last
-sample's time is left out when it is the window's end, and `max=last` is said once.
+sample's time is left out when it is the window's end, and `max=last` is said once. A series with
+fewer samples than the fullest one says so (`45 pts`), and where it started (`from 12:10:49`) or
+went away and came back (`gap 12:11:55-12:12:21`: Prometheus leaves out of a range query the steps
+after a stale marker); `NaN` and `+Inf` samples are counted (`3 NaN`), never read as numbers.
 
 Resolution. A series line has five forms: all its labels, min/max/last, the trend and six
-downsampled points; then the distinguishing labels only; then without min; then last and the
-current trend phrase; then last and the trend's words. A group has three (with member names, with
-the last range, the range alone). The fitter upgrades forms while the digest fits.
+downsampled points; then the distinguishing labels only (those that tell apart the series of its
+metric); then without min; then last (and a gap) and the current trend phrase; then last and the
+trend's words. A group has three (with member names, with the last range, the range alone). The
+fitter upgrades forms while the digest fits.
 
 Salience (`Item.salience`, what the local selector ranks by), a sum of peer-relative parts so that a
-series is judged against the others in the same response:
-- activity x2: how far the series moves apart from its spikes, `span / largest such span of any
-  series`, times its smoothness `1 - mean|step| / mean|v - mean|` (~1 for a ramp, a step or a
-  drift; 0.3 or less, counted as 0, for noise and blips); so the few series of a `rate()` that
-  move outrank the dozens that sit at 0;
+series is judged against its peers: the other series of the same metric name in the response (all
+of them when the name is dropped, as `rate()` does; bytes and file descriptors are not each other's
+measure):
+- activity x2: how far the series moves apart from its spikes, `span / largest such span of its
+  peers`, times `0.1 + 0.9 x structure`. Structure is how far the baseline is from noise: its
+  `mean|step| / mean|v - mean|` placed between 0.7 (smoothness 0.3, where noise and blips begin:
+  0) and what a straight line of as many samples has (1), so seven samples of a ramp count as much
+  as sixty; below 6 samples nobody can tell a trend from noise and it is 0.5. Noise keeps a tenth:
+  a busy handler's noisy rate ranks above the dozens of flat ones, and never stands out by its
+  noise alone (2 x 1 x 0.1 < QUIET); so the few series of a `rate()` that move outrank the dozens
+  that sit at 0, however few the samples;
 - spike: the largest spike's height (a run of at most 3 samples standing out from both neighbours,
   by more than 30% of the span and 6 median steps; or a first or last sample standing out alone)
   over the largest span, x2, at most 1, times the share of the other series that have no spike
@@ -27,17 +37,22 @@ series is judged against the others in the same response:
 - saturation: 1 when a ratio/percent metric reaches 95% of its ceiling; 0.7 when the series climbs
   to its maximum and holds it (3+ equal samples at the end: clipped at a limit);
 - deviation: how far the series' median stands from its peers' (robust z, squashed to 0..1), times
-  that distance as a share of the largest level, x5, at most 1 (3+ series);
+  that distance as a share of the largest level, x5, at most 1 (3+ series); halved for a flat
+  series (span at most 1% of its level, and noise rather than a trend): a standing level (a limit,
+  a steady handler) ranks after the series that change, and before the flat ones at the usual level;
 - alert: 1.5 when a label the series does not share with every other is one of the alert's labels
   (`alert_context["labels"]`, or its `pod`, `instance`, `service`... keys), 0.5 when a value is the
   alert's service or one of its pods (`<service>-...`), less what every series gets (a match that
   every series shares tells nothing apart).
 A series whose salience is below `QUIET` (0.5) is quiet. The `ALONE` (6) most salient active
-series and every warning get a line of their own; the rest collapse into groups of the same
-metric name, the same distinguishing label keys and the same shape (quiet: flat, varying, no
-samples, only NaN; active: what it does at the end, `now rising`), each with its count
-and ranges; a group of one stays a series line. Six lines is what a 250-token digest can show
-with room left for the groups, and fifty similar lines would not each earn their tokens.
+series and every warning get a line of their own, each with its twins (series whose samples are
+the same, time for time and string for string: a histogram's buckets above every observation):
+`10 series {handler=/api/v1/query, le=*}: ...` is one line, not ten. The rest collapse into groups
+of the same metric name, the same distinguishing label keys and the same shape (quiet: flat,
+varying, no samples, only NaN; active: what it does at the end, `now rising`), each with its count
+and ranges; a group of one stays a series line, and a response of at most ALONE series has no
+groups. Six lines is what a 250-token digest can show with room left for the groups, and fifty
+similar lines would not each earn their tokens.
 
 Why groups are items and not `Draft.coarser`: `coarser` replaces the pinned items, and no series
 is pinned (nothing in a metric is error-level). As items, each series is in exactly one item (its
@@ -68,6 +83,9 @@ TOOL = "query_prometheus"
 QUIET = 0.5  # below this salience a series may be collapsed into a group of similar ones
 ALONE = 6  # at most this many active series get a line of their own (and every warning)
 ROUGH = 0.3  # below this smoothness a baseline is noise or blips: no structure, no segments
+NOISE = 0.1  # the share of its movement a rough (noisy) series keeps in its activity
+UNTOLD = 0.5  # the structure of a movement in fewer than 6 samples: noise or a trend, nobody can tell
+STANDING = 0.5  # the share of its deviation a flat series keeps (at most QUIET)
 MAX_SEGMENTS = 5
 POINTS = 6  # downsampled points in the richest form
 _LABEL_CHARS = 40
@@ -208,6 +226,7 @@ class _Series:
     span: float = 0.0
     base_span: float = 0.0  # the span without its spikes and edge blips
     smooth: float = 0.0  # 1 for a ramp or a step, 0 for noise or blips (see `_smoothness`)
+    structure: float = 0.0  # 0 for noise, 1 for a straight line however few its samples (`_structure`)
     edges: tuple[tuple[int, int, float], ...] = ()  # a first or last sample standing out alone
     med: float = 0.0
     noise: float = 0.0  # median |step| between consecutive finite samples
@@ -241,6 +260,7 @@ def _stats(index: int, labels: dict[str, str], points: list[Point]) -> _Series:
         base = [points[i][3] for i in finite if i not in out]
     s.base_span = max(base) - min(base) if base else 0.0
     s.smooth = _smoothness(base)
+    s.structure = _structure(base)
     return s
 
 
@@ -255,6 +275,30 @@ def _smoothness(vs: Sequence[float]) -> float:
         return 0.0
     steps = sum(abs(b - a) for a, b in itertools.pairwise(vs)) / (len(vs) - 1)
     return max(0.0, 1 - steps / spread) if math.isfinite(steps) else 0.0
+
+
+def _structure(vs: Sequence[float]) -> float:
+    """How far a baseline is from noise, 0..1, whatever its number of samples n. Its ratio
+    `r = mean|step| / mean|v - mean|` is ~1.4 for white noise and ~1 for isolated blips; 0.7 (the
+    smoothness ROUGH) is the cut, where this is 0. The smallest r that n samples moving one way can
+    have is that of a straight line, `4/n` (`4n/(n^2-1)` for odd n), where this is 1. So seven samples
+    of a clean ramp (r = 0.58: 0.42 smooth, near the cut) count as fully structured; as n grows the
+    line's r goes to 0 and this is the smoothness above ROUGH, rescaled. Below 6 samples even a line
+    has r >= 0.7: a movement cannot be told from noise, and counts half (UNTOLD). 0 when it does not
+    move."""
+    n = len(vs)
+    cut = 1 - ROUGH
+    mean = sum(vs) / n if vs else 0.0
+    spread = sum(abs(v - mean) for v in vs) / n if vs else 0.0
+    if not spread > 0 or not math.isfinite(spread):
+        return 0.0
+    line = 4 / n if n % 2 == 0 else 4 * n / (n * n - 1)
+    if line >= cut:
+        return UNTOLD
+    ratio = sum(abs(b - a) for a, b in itertools.pairwise(vs)) / (n - 1) / spread
+    if not math.isfinite(ratio):
+        return 0.0
+    return min(1.0, max(0.0, (cut - ratio) / (cut - line)))
 
 
 def _edges(
@@ -359,17 +403,46 @@ def _alert_match(own: Mapping[str, str], exact: Mapping[str, str], services: Seq
     return 0.0
 
 
+@dataclass(frozen=True)
+class _Peers:
+    """What the series of one metric share, to judge each of them against the others."""
+
+    live: int  # how many have a finite sample
+    widest: float  # the largest span
+    widest_base: float  # the largest span without spikes
+    spikes: list[float]  # every live series' largest spike or edge height, sorted
+    mid: float  # the median of their medians
+    spread: float  # the median distance of a median from `mid`
+    largest: float  # the largest |median|
+
+    @classmethod
+    def of(cls, live: Sequence[_Series]) -> _Peers:
+        levels = sorted(s.med for s in live)
+        mid = _median(levels)
+        return cls(
+            live=len(live),
+            widest=max((s.span for s in live if math.isfinite(s.span)), default=0.0),
+            widest_base=max((s.base_span for s in live if math.isfinite(s.base_span)), default=0.0),
+            spikes=sorted(_height(s) for s in live),
+            mid=mid,
+            spread=_median(sorted(abs(v - mid) for v in levels)),
+            largest=max((abs(v) for v in levels), default=0.0),
+        )
+
+
+def _height(s: _Series) -> float:
+    return max((h for _, _, h in (*s.spikes, *s.edges)), default=0.0)
+
+
 def _score(series: list[_Series], common: Mapping[str, str], ctx: Mapping[str, Any]) -> None:
-    """Set `salience` and `warn` of every series (see the module docstring)."""
-    live = [s for s in series if s.finite]
-    widest = max((s.span for s in live if math.isfinite(s.span)), default=0.0)
-    widest_base = max((s.base_span for s in live if math.isfinite(s.base_span)), default=0.0)
-    heights = [max((h for _, _, h in (*s.spikes, *s.edges)), default=0.0) for s in live]
-    spikes = sorted(heights)
-    levels = sorted(s.med for s in live)
-    mid = _median(levels)
-    spread = _median(sorted(abs(v - mid) for v in levels))
-    largest = max((abs(v) for v in levels), default=0.0)
+    """Set `salience` and `warn` of every series (see the module docstring). A series is judged
+    against its peers: the series of the same metric name (all of them when the name is dropped, as
+    `rate()` does); a byte count and a file-descriptor count are not each other's measure."""
+    by_name: dict[str, list[_Series]] = {}
+    for s in series:
+        if s.finite:
+            by_name.setdefault(s.labels.get("__name__", ""), []).append(s)
+    peers = {name: _Peers.of(live) for name, live in by_name.items()}
     exact, services = _alert_terms(ctx)
     matches = [
         _alert_match({k: v for k, v in s.labels.items() if k not in common}, exact, services) for s in series
@@ -377,26 +450,30 @@ def _score(series: list[_Series], common: Mapping[str, str], ctx: Mapping[str, A
     if len(series) > 1:
         shared = min(matches)  # what every series matches tells nothing apart
         matches = [m - shared for m in matches]
-    height_of = dict(zip((id(s) for s in live), heights, strict=True))
     for s, match in zip(series, matches, strict=True):
         if not s.finite:
             s.salience = round(match, 3)
             continue
+        p = peers[s.labels.get("__name__", "")]
         move = structure = spike = 0.0
         if not math.isfinite(s.base_span):  # finite values ~1e308 apart: it moves more than any other
             move, structure = 1.0, 0.5
-        elif widest_base > 0 and s.base_span > 0:
-            move, structure = s.base_span / widest_base, max(0.0, s.smooth - ROUGH) / (1 - ROUGH)
-        height = height_of[id(s)]
-        if height > 0 and widest > 0 and math.isfinite(height):
-            alike = len(spikes) - bisect.bisect_left(spikes, height / 2)  # series with a spike half as high
-            spike = min(1.0, 2 * height / widest) * (1 - (alike - 1) / len(live))
+        elif p.widest_base > 0 and s.base_span > 0:
+            # noise is movement too (a busy handler's rate): it ranks a series above the flat ones,
+            # and alone never makes it stand out (2 x 1 x NOISE < QUIET)
+            move, structure = s.base_span / p.widest_base, NOISE + (1 - NOISE) * s.structure
+        height = _height(s)
+        if height > 0 and p.widest > 0 and math.isfinite(height):
+            alike = p.live - bisect.bisect_left(p.spikes, height / 2)  # series with a spike half as high
+            spike = min(1.0, 2 * height / p.widest) * (1 - (alike - 1) / p.live)
         deviation = 0.0
-        if len(live) >= 3 and largest > 0 and math.isfinite(largest):
-            gap = abs(s.med - mid)
-            z = gap / (1.4826 * spread) if spread > 0 else (math.inf if gap > 0 else 0.0)
+        if p.live >= 3 and p.largest > 0 and math.isfinite(p.largest):
+            gap = abs(s.med - p.mid)
+            z = gap / (1.4826 * p.spread) if p.spread > 0 else (math.inf if gap > 0 else 0.0)
             squash = 1.0 if math.isinf(z) else z / (z + 3)
-            deviation = squash * min(1.0, 5 * gap / largest)
+            deviation = squash * min(1.0, 5 * gap / p.largest)
+            if _flat(s):  # a standing level: after every series that changes, before the usual ones
+                deviation *= STANDING
         saturation = _saturation(s)
         total = 2 * move * structure + spike + saturation + deviation + match
         s.salience = round(total, 3) if math.isfinite(total) else 0.0
@@ -548,12 +625,14 @@ def _ns(point: Point) -> int:
 
 @dataclass(frozen=True)
 class _Ctx:
-    """What every line of one digest shares: the clock, the window's ends, the usual sample count."""
+    """What every line of one digest shares: the clock, the window's ends, the full sample count, the
+    step."""
 
     times: _Times
     start: float
     end: float
-    usual: int  # the most common sample count
+    usual: int  # the most samples any series has: one at every step, where no series is missing
+    step: float = 0.0  # seconds between samples (the smallest interval of any series), 0 if unknown
 
 
 def _value(p: Point, as_bytes: bool, human: bool = True) -> str:
@@ -590,9 +669,15 @@ def _phrase(s: _Series, seg: _Seg, c: _Ctx) -> str:
     pts = s.points
     if seg.kind == "flat":
         values = {pts[i][1] for i in s.finite if seg.a <= i <= seg.b}
-        return (
-            f"flat at {next(iter(values))}" if len(values) == 1 else f"flat ~{_approx(seg.level, s.as_bytes)}"
-        )
+        if len(values) == 1:
+            return f"flat at {next(iter(values))}"
+        # no trend, but moving more than its level (a burst between zeros, blips): not "flat ~0"
+        spiked = {i for a, b, _ in s.spikes for i in range(a, b + 1)}
+        base = [pts[i] for i in s.finite if seg.a <= i <= seg.b and i not in spiked]
+        lo, hi = min(base, key=lambda p: p[3], default=None), max(base, key=lambda p: p[3], default=None)
+        if lo is not None and hi is not None and hi[3] - lo[3] > abs(seg.level):
+            return f"varying {_range(lo, hi, s.as_bytes)}"
+        return f"flat ~{_approx(seg.level, s.as_bytes)}"
     if seg.kind in ("jump", "drop"):
         return f"{seg.kind} to {pts[seg.b][1]} at {c.times.at(pts[seg.b])}"
     return f"{seg.kind} {_rate(seg, s.as_bytes)}"
@@ -657,6 +742,13 @@ def _series_forms(s: _Series, c: _Ctx, head_full: str, head_id: str) -> tuple[st
         notes.append(f"{len(pts)} pts")
     if pts[0][2] != c.start:
         notes.append(f"from {c.times.at(pts[0])}")
+    gaps = _gaps(pts, c.step)
+    gap = ""
+    if gaps:
+        a, b = max(gaps, key=lambda g: pts[g[1]][2] - pts[g[0]][2])
+        span = f"{c.times.at(pts[a])}-{c.times.at(pts[b])}"
+        gap = f"gap {span}" if len(gaps) == 1 else f"{len(gaps)} gaps, longest {span}"
+        notes.append(gap)
     bad = _nonfinite(pts)
     if bad:
         notes.append(bad)
@@ -694,10 +786,22 @@ def _series_forms(s: _Series, c: _Ctx, head_full: str, head_id: str) -> tuple[st
         (head_full, rich, full, _downsample(s, c)),
         (head_id, rich, full),
         (head_id, mid, _trend(s, segs, c, frozenset((hi,)))),
-        (head_id, stat(last, last_name), _trend(s, segs, c, frozenset(), only_last=True)),
+        (
+            head_id,
+            stat(last, last_name) + (f" ({gap})" if gap else ""),  # it went away: said until the tersest
+            _trend(s, segs, c, frozenset(), only_last=True),
+        ),
         (head_id, stat(last, "last", human=False), _trend_words(s, segs)),
     ]
     return tuple(dict.fromkeys(f"{head}: " + "; ".join(p for p in parts if p) for head, *parts in forms))
+
+
+def _gaps(pts: Sequence[Point], step: float) -> list[tuple[int, int]]:
+    """(before, after) of each stretch with no sample where a step had one: a series that went away
+    (a stale marker: Prometheus drops its points from a range query) and came back."""
+    if step <= 0:
+        return []
+    return [(i, i + 1) for i in range(len(pts) - 1) if pts[i + 1][2] - pts[i][2] > 1.5 * step]
 
 
 def _downsample(s: _Series, c: _Ctx) -> str:
@@ -712,6 +816,13 @@ def _downsample(s: _Series, c: _Ctx) -> str:
 # --- groups of quiet series -------------------------------------------------------------------------
 
 
+def _flat(s: _Series) -> bool:
+    """It does not move: its span is at most 1% of its largest |value|, and that is noise, not a
+    trend (a byte counter at 174Gi that climbs 13Mi a minute is not flat)."""
+    top = max(abs(s.points[s.lo][3]), abs(s.points[s.hi][3]))
+    return s.span <= 0.01 * top and s.structure <= UNTOLD
+
+
 def _shape(s: _Series) -> str:
     """What a group says its members do: `empty`, `nonfinite`, `flat`, `varying` (quiet), or what an
     active series does at the end (`now rising`): the end is what its earlier shapes led to, and
@@ -720,8 +831,7 @@ def _shape(s: _Series) -> str:
         return "empty"
     if not s.finite:
         return "nonfinite"
-    top = max(abs(s.points[s.lo][3]), abs(s.points[s.hi][3]))
-    if s.span <= 0.01 * top:
+    if _flat(s):
         return "flat"
     segs = _segments(s) if s.salience >= QUIET else []
     return f"now {_DONE.get(segs[-1].kind, segs[-1].kind)}" if segs else "varying"
@@ -857,13 +967,17 @@ def _headers(
     return tuple(unique)
 
 
-def _step(series: Sequence[_Series]) -> str:
-    for s in series:
-        if len(s.points) >= 2:
-            d = s.points[1][2] - s.points[0][2]
-            if d > 0:
-                return f"{d:.0f}s" if float(d).is_integer() else f"{d:.3g}s"
-    return ""
+def _step_seconds(series: Sequence[_Series]) -> float:
+    """The query's step: the smallest interval between two samples of a series (a series that went
+    away for a while has longer ones), 0 when no series has two samples."""
+    steps = (b[2] - a[2] for s in series for a, b in itertools.pairwise(s.points))
+    return min((d for d in steps if d > 0), default=0.0)
+
+
+def _step(seconds: float) -> str:
+    if not seconds > 0 or not math.isfinite(seconds):
+        return ""
+    return f"{seconds:.0f}s" if float(seconds).is_integer() else f"{seconds:.3g}s"
 
 
 def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft:
@@ -875,30 +989,38 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
     all_points = [p for s in series for p in s.points]
     bad = _nonfinite(all_points)
     summary = f"{len(series)} series, {len(all_points)} samples" + (f" ({bad})" if bad else "")
-    ctx, window = _context(series)
-    step = _step(series)
+    step_s = _step_seconds(series)
+    ctx, window = _context(series, step_s)
+    step = _step(step_s)
     _score(series, common, alert_context)
-    keys = _id_keys(series, common)
+    keys = _keys_by_name(series, common)
     alone, groups = _split(series, keys, one_name)
     items = [
-        *(_series_item(s, ctx, *_heads(s, one_name, common, keys)) for s in alone),
+        *(
+            _series_item(f[0], ctx, *_heads(f[0], one_name, common, keys[_name(f[0])]))
+            if len(f) == 1
+            else _twins_item(f, ctx, *_twins_heads(f, one_name, common, keys[_name(f[0])]))
+            for f in alone
+        ),
         *_group_items(groups, ctx),
     ]
     headers = _headers(evidence_id, summary, one_name, window, step, common)
     return Draft(headers=headers, section="series", kind="series", unit="samples", items=_order(items))
 
 
-def _context(series: Sequence[_Series]) -> tuple[_Ctx, str | None]:
-    """The digest's clock and window (None when there is no sample at all)."""
+def _context(series: Sequence[_Series], step: float) -> tuple[_Ctx, str | None]:
+    """The digest's clock and window (None when there is no sample at all). The usual sample count is
+    the largest: a series with fewer missed steps (it started late, went away, or stopped), and the
+    note goes to it, even when half the series did."""
     starts = [s.points[0] for s in series if s.points]
     if not starts:
         zero: Point = (0, "0", 0.0, 0.0)
-        return _Ctx(_Times(zero, zero), 0.0, 0.0, 0), None
+        return _Ctx(_Times(zero, zero), 0.0, 0.0, 0, step), None
     first = min(starts, key=lambda p: p[2])
     last = max((s.points[-1] for s in series if s.points), key=lambda p: p[2])
     times = _Times(first, last)
-    usual = Counter(len(s.points) for s in series).most_common(1)[0][0]
-    return _Ctx(times, first[2], last[2], usual), times.window()
+    usual = max(len(s.points) for s in series)
+    return _Ctx(times, first[2], last[2], usual, step), times.window()
 
 
 def _heads(
@@ -913,22 +1035,49 @@ def _heads(
 GroupKey = tuple[str, ...]
 
 
+def _name(s: _Series) -> str:
+    return s.labels.get("__name__", "")
+
+
+def _keys_by_name(series: Sequence[_Series], common: Mapping[str, str]) -> dict[str, list[str]]:
+    """The labels that tell apart the series of each metric name (`_id_keys`): a line names its
+    series among those of its metric, whose labels are not another metric's."""
+    by_name: dict[str, list[_Series]] = {}
+    for s in series:
+        by_name.setdefault(_name(s), []).append(s)
+    return {name: _id_keys(members, common) for name, members in by_name.items()}
+
+
 def _split(
-    series: Sequence[_Series], keys: Sequence[str], one_name: str | None
-) -> tuple[list[_Series], dict[GroupKey, list[_Series]]]:
-    """(series on a line of their own, groups of the rest by name, shape and label keys): the
-    ALONE most salient ones and every warning stand alone; a group of one stays a line."""
-    ranked = sorted((s for s in series if s.salience >= QUIET), key=lambda s: (-s.salience, s.index))
-    alone = {id(s) for s in ranked[:ALONE]} | {id(s) for s in series if s.warn}
+    series: Sequence[_Series], keys: Mapping[str, Sequence[str]], one_name: str | None
+) -> tuple[list[list[_Series]], dict[GroupKey, list[_Series]]]:
+    """(lines of their own, groups of the rest by name, shape and label keys). The ALONE most salient
+    series and every warning stand alone, each with its twins: the series whose samples are the same
+    as its own, time for time and string for string (a histogram's buckets above every observation,
+    the same counter scraped twice), which say nothing it does not. A line of twins is one line, so
+    the ALONE lines are ALONE different things. A group of one stays a line, and so does every series
+    of a response of at most ALONE series: a group is there to spare fifty similar lines, not two."""
+    ranked = sorted(series, key=lambda s: (-s.salience, s.index))
+    lines: dict[tuple[str, tuple[tuple[Any, str], ...]], list[_Series]] = {}
+    for s in ranked:
+        samples = (_name(s), tuple((p[0], p[1]) for p in s.points))  # twins are of one metric
+        if samples in lines:
+            lines[samples].append(s)
+        elif s.warn or len(series) <= ALONE or (s.salience >= QUIET and len(lines) < ALONE):
+            lines[samples] = [s]
+    alone = {id(s) for members in lines.values() for s in members}
     groups: dict[GroupKey, list[_Series]] = {}
     for s in series:
         if id(s) not in alone:
             name = "" if one_name is not None else s.labels.get("__name__", "")
-            present = tuple(k for k in keys if k in s.labels)
+            present = tuple(k for k in keys[_name(s)] if k in s.labels)
             groups.setdefault((name, _shape(s), *present), []).append(s)
+    out = list(lines.values())
     for key in [k for k, members in groups.items() if len(members) == 1]:
-        alone.add(id(groups.pop(key)[0]))
-    return [s for s in series if id(s) in alone], groups
+        out.append(groups.pop(key))
+    for members in out:
+        members.sort(key=lambda s: s.index)
+    return sorted(out, key=lambda members: members[0].index), groups
 
 
 def _series_item(s: _Series, c: _Ctx, head_full: str, head_id: str) -> Item:
@@ -939,6 +1088,48 @@ def _series_item(s: _Series, c: _Ctx, head_full: str, head_id: str) -> Item:
         level="warn" if s.warn else "info",
         salience=s.salience,
         first=c.times.at(s.points[0]) if s.points else None,
+    )
+
+
+def _twins_heads(
+    members: Sequence[_Series], one_name: str | None, common: Mapping[str, str], keys: Sequence[str]
+) -> tuple[str, str]:
+    """`10 series {handler=/api/v1/query, le=+Inf|0.1|0.25}` (every label, the values that differ
+    listed) and `10 series {handler=/api/v1/query, le=*}` (the distinguishing labels, and those that
+    differ as their common prefix and `*`)."""
+    rep = members[0]
+    name = "" if one_name is not None else rep.labels.get("__name__", "")
+    own = sorted({k for m in members for k in m.labels if k not in common and k != "__name__"})
+    differ = [k for k in own if len({m.labels.get(k) for m in members}) > 1]
+
+    def head(chosen: Sequence[str], listed: bool) -> str:
+        parts = []
+        for key in chosen:
+            values = [m.labels.get(key, "") for m in members]
+            if key not in differ:
+                if key in rep.labels:
+                    parts.append(f"{key}={_clip(rep.labels[key], _LABEL_CHARS)}")
+            elif listed:
+                parts.append(f"{key}=" + "|".join(_clip(v, _LABEL_CHARS) for v in values))
+            else:
+                parts.append(f"{key}={_clip(_prefix(values), _LABEL_CHARS)}*")
+        inner = _clip(", ".join(parts), _LABELS_CHARS)
+        return f"{len(members)} series {_clip(name, _NAME_CHARS)}{{{inner}}}"
+
+    return head(own, True), head([*keys, *(k for k in differ if k not in keys)], False)
+
+
+def _twins_item(members: Sequence[_Series], c: _Ctx, head_full: str, head_id: str) -> Item:
+    """Series with the same samples: one line, the first one's, counting them all."""
+    item = _series_item(members[0], c, head_full, head_id)
+    return Item(
+        id=item.id,
+        forms=item.forms,
+        n=sum(len(m.points) for m in members),
+        level=item.level,
+        salience=item.salience,
+        first=item.first,
+        members=len(members),
     )
 
 

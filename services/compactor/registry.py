@@ -26,7 +26,10 @@ log = logging.getLogger(__name__)
 
 # Bump whenever any output byte can change for the same raw: a replay relies on it.
 # 4: strict times (timefmt: 1970..9999, no bool or odd digits; pod events refuse unreadable times).
-COMPACTOR_VERSION = "4"
+# 5: Prometheus salience on real responses (peers by metric name, activity for noisy and short
+#    series, standing levels after changes), twin series on one line, no groups in small answers,
+#    `varying lo..hi` for a trendless series that moves more than its level.
+COMPACTOR_VERSION = "5"
 
 PASSTHROUGH = "passthrough"
 
