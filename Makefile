@@ -33,16 +33,24 @@ validate-deploy: venv
 test: lint validate-deploy up
 	$(BIN)/pytest -m "not reliability or fast" $(PYTEST_ARGS)
 
+# No Kafka, no Postgres, under a minute: every test whose fixtures reach `stack` is marked `stack`
+# (tests/conftest.py) and left out here, with the slow and reliability suites.
+test-fast: venv
+	$(BIN)/pytest -q -m "not stack and not slow and not reliability" $(PYTEST_ARGS)
+
 test-reliability: venv up
 	$(BIN)/pytest -m reliability tests/reliability $(PYTEST_ARGS)
 
-# Prometheus part only (issue 18, item 3): build Prometheus v0.316.0 (cached: deploy/local/gobin.py),
-# record fresh answers from it (benchmarks/record_prometheus.py, 2 minutes) and check the compactor on them.
+# Prometheus part only (issue 18, item 3; Loki is AGPL, not used: tests/integration/README.md): build
+# Prometheus v0.316.0 (cached: deploy/local/gobin.py), record fresh answers from it
+# (benchmarks/record_prometheus.py, 2 minutes) and check the compactor on them; then the live scenario
+# (tests/integration, 2 minutes): Prometheus scraping the pipeline's services while they run an incident.
 INTEGRATION_DIR ?= .cache/integration
 test-integration: venv
 	rm -rf $(INTEGRATION_DIR)/prometheus
 	$(BIN)/python -m benchmarks.record_prometheus --out $(INTEGRATION_DIR)/prometheus --seconds 120 >/dev/null
 	REAL_PROMETHEUS_ANSWERS=$(INTEGRATION_DIR)/prometheus $(BIN)/pytest -q tests/compactor/test_real_prometheus.py $(PYTEST_ARGS)
+	INTEGRATION_DIR=$(INTEGRATION_DIR) $(BIN)/pytest -q -m integration tests/integration $(PYTEST_ARGS)
 
 demo: up
 	$(IM) demo

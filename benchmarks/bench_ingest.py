@@ -28,6 +28,7 @@ from typing import IO, Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from deploy.local.ports import free_port
 from schemas.ids import thread_key
 from schemas.topics import TOPICS, ensure_topics
 from services.ingest.slack_signature import sign
@@ -53,7 +54,7 @@ def run(
     ensure_topics(
         settings.kafka_bootstrap_servers, tuple(replace(s, name=f"{s.name}.bench.{suffix}") for s in TOPICS)
     )
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryFile() as log:  # a file, not a pipe: a chatty server must never block on stderr
         server = _start_server(settings, port, names, log)
         try:
@@ -224,12 +225,6 @@ def _markdown(f: dict[str, Any]) -> str:
         f"| p99 from scheduled send (ms, incl. queueing) | {f['scheduled_p99_ms']} |\n"
         f"| events expected / lost | {f['events_expected']} / {f['events_lost']} |\n"
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _start_server(

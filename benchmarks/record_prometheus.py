@@ -31,7 +31,6 @@ import argparse
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -42,8 +41,9 @@ from typing import Any
 
 import httpx
 
-PROMETHEUS_MODULE = "github.com/prometheus/prometheus/cmd/prometheus"
-PROMETHEUS_VERSION = "v0.316.0"
+from deploy.local.ports import free_port
+from deploy.local.prometheus import Server, prometheus
+
 # name -> (PromQL, step in seconds, window in seconds: 0 for the run); a window ends with the run
 QUERIES: dict[str, tuple[str, int, int]] = {
     # dozens of handlers, a few of them busy: the issue-18 probe's shape, at several resolutions
@@ -71,12 +71,6 @@ QUERIES: dict[str, tuple[str, int, int]] = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def config(self_port: int, peer_port: int, targets: list[str], ingest: str | None = None) -> str:
     jobs = [("prometheus", f"127.0.0.1:{self_port}"), ("peer", f"127.0.0.1:{peer_port}")]
     jobs += [(f"target{i}", t) for i, t in enumerate(targets, start=1)]
@@ -85,55 +79,6 @@ def config(self_port: int, peer_port: int, targets: list[str], ingest: str | Non
     for job, target in jobs:
         lines += [f"  - job_name: {job}", "    static_configs:", f"      - targets: ['{target}']"]
     return "\n".join(lines) + "\n"
-
-
-class Server:
-    """One Prometheus process, its storage and log in `home`."""
-
-    def __init__(self, binary: Path, home: Path, name: str, port: int, cfg: str) -> None:
-        self.binary, self.port = binary, port
-        self.dir = home / name
-        self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "prometheus.yml").write_text(cfg)
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        log = (self.dir / "log.txt").open("ab")
-        self.proc = subprocess.Popen(
-            [
-                str(self.binary),
-                f"--config.file={self.dir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={self.dir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-            ],
-            stdout=log,
-            stderr=log,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited {self.proc.returncode}: see {self.dir / 'log.txt'}")
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"prometheus on {self.port} not ready in 60s")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
 
 
 Load = tuple[str, str, Callable[[float], float]]  # (method, url, requests per second at t seconds)
@@ -289,9 +234,7 @@ def main() -> int:
     args = parser.parse_args()
     binary = args.prometheus
     if binary is None:
-        from deploy.local import gobin
-
-        binary = gobin.ensure("prometheus", PROMETHEUS_MODULE, PROMETHEUS_VERSION)
+        binary = prometheus()
     meta = record(binary, args.out, args.seconds, args.target, args.ingest)
     print(json.dumps(meta, indent=2))
     return 0

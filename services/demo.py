@@ -14,7 +14,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ import httpx
 import psycopg
 from psycopg import sql
 
+from deploy.local.ports import free_port
 from schemas import topics
 from services.runtime.errors import UserFacingError
 
@@ -68,12 +68,6 @@ class Run:
 def cli() -> str:
     local = Path(sys.executable).with_name("incident-memory")
     return str(local) if local.exists() else "incident-memory"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float, log: Path | None, run: Run) -> None:

@@ -9,6 +9,11 @@
 - `pg_schema` / `pg_conn` / `topic_names` (function): a fresh Postgres schema with all
   migrations applied (dropped afterwards), a connection whose search_path is that schema,
   and unique topic names with the production partition counts (deleted afterwards).
+
+The `stack` marker follows from the fixtures: `pytest_collection_modifyitems` marks every test
+whose fixture closure reaches `stack` (directly or through `pg_dsn`, `topic_names`, a module's own
+fixture...), so `-m "not stack"` (`make test-fast`) can never start Kafka or Postgres. A
+hand-placed `@pytest.mark.stack` is only needed by a test that reaches the stack some other way.
 """
 
 from __future__ import annotations
@@ -25,6 +30,15 @@ from psycopg import sql
 from services.runtime.settings import Settings
 
 EXTERNAL_ENV = "INCIDENT_MEMORY_EXTERNAL_STACK"
+STACK_FIXTURE = "stack"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `stack` every test that uses the stack fixture, however indirectly."""
+    for item in items:
+        if STACK_FIXTURE in getattr(item, "fixturenames", ()) and item.get_closest_marker("stack") is None:
+            item.add_marker(pytest.mark.stack)
 
 
 @pytest.fixture(scope="session")
@@ -57,17 +71,26 @@ def pg_dsn(stack: Settings) -> str:
     return stack.database_url
 
 
-@pytest.fixture
-def pg_schema(pg_dsn: str) -> Iterator[str]:
-    """A fresh schema with every migration applied; dropped (CASCADE) after the test."""
+@contextlib.contextmanager
+def fresh_schema(pg_dsn: str) -> Iterator[str]:
+    """A fresh schema with every migration applied; dropped (CASCADE) afterwards."""
     from schemas.migrate import apply_migrations
 
     name = f"t_{uuid.uuid4().hex[:16]}"
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         apply_migrations(conn, schema=name)
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    try:
+        yield name
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def pg_schema(pg_dsn: str) -> Iterator[str]:
+    """Per-test schema: see `fresh_schema` (a module-scoped fixture may use it directly)."""
+    with fresh_schema(pg_dsn) as name:
+        yield name
 
 
 @pytest.fixture
@@ -82,9 +105,10 @@ def pg_conn(pg_dsn: str, pg_schema: str) -> Iterator[psycopg.Connection]:
         conn.close()
 
 
-@pytest.fixture
-def topic_names(kafka_bootstrap: str) -> Iterator[dict[str, str]]:
-    """{events, compacted, wake, dlq} -> unique topic names, created with schemas.topics' partitions."""
+@contextlib.contextmanager
+def fresh_topics(kafka_bootstrap: str) -> Iterator[dict[str, str]]:
+    """{events, compacted, wake, dlq} -> unique topic names, created with schemas.topics' partitions,
+    deleted afterwards (best effort: keep the shared broker small)."""
     from dataclasses import replace
 
     from confluent_kafka.admin import AdminClient
@@ -96,8 +120,17 @@ def topic_names(kafka_bootstrap: str) -> Iterator[dict[str, str]]:
     specs = tuple(replace(spec, name=f"{spec.name}.{suffix}") for spec in TOPICS)
     ensure_topics(kafka_bootstrap, specs)
     names = {keys[spec.name]: f"{spec.name}.{suffix}" for spec in TOPICS}
-    yield names
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    for future in admin.delete_topics(list(names.values()), operation_timeout=10).values():
-        with contextlib.suppress(Exception):  # best effort: keep the shared broker small
-            future.result(timeout=15)
+    try:
+        yield names
+    finally:
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        for future in admin.delete_topics(list(names.values()), operation_timeout=10).values():
+            with contextlib.suppress(Exception):
+                future.result(timeout=15)
+
+
+@pytest.fixture
+def topic_names(kafka_bootstrap: str) -> Iterator[dict[str, str]]:
+    """Per-test topics: see `fresh_topics` (a module-scoped fixture may use it directly)."""
+    with fresh_topics(kafka_bootstrap) as names:
+        yield names

@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from services.runtime.settings import Settings
 
 CLI = str(Path(sys.executable).with_name("incident-memory"))
@@ -30,7 +28,6 @@ def _running(root: Path) -> list[str]:
     return [line for line in ps.splitlines() if f"demo.{root.name}." in line]
 
 
-@pytest.mark.stack
 def test_demo_prints_the_seed_table(stack: Settings, tmp_path: Path) -> None:
     proc = subprocess.run(
         [CLI, "demo", "--cache-dir", str(tmp_path), "--timeout", "90"],

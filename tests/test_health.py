@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import socket
 import time
 
 import httpx
 from prometheus_client import CollectorRegistry, Counter
 
+from deploy.local.ports import free_port
 from services.runtime.health import Heartbeat, serve_metrics_and_health
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_healthz_is_503_until_the_loop_beats_then_200_then_503_when_stale() -> None:
     registry = CollectorRegistry()
     Counter("things_total", "things", registry=registry).inc(3)
     heartbeat = Heartbeat(stale_after=0.3)
-    port = _free_port()
+    port = free_port()
     server = serve_metrics_and_health(port, heartbeat, registry, addr="127.0.0.1")
     try:
         base = f"http://127.0.0.1:{port}"

@@ -15,8 +15,6 @@ from psycopg import sql
 
 from schemas.migrate import MigrationError, apply_migrations, discover
 
-pytestmark = pytest.mark.stack
-
 DESIGNED = {  # table -> columns that 001_initial.sql promises (later migrations may add more)
     "agent_messages": {"id", "thread_ts", "seq", "round", "role", "tool_call_id", "content", "compact", "tokens",
                        "created_at"},

@@ -59,7 +59,6 @@ def _one_line_refusal(dsn: str, password: str) -> str:
     return message
 
 
-@pytest.mark.stack
 @local_stack
 def test_verify_full_connects_and_the_session_is_encrypted(secured: StackInfo) -> None:
     assert secured.ca_file == secured.state_dir / "tls" / "ca.pem"
@@ -74,7 +73,6 @@ def test_verify_full_connects_and_the_session_is_encrypted(secured: StackInfo) -
     assert "incident_memory:***@127.0.0.1" in described  # the password stays redacted
 
 
-@pytest.mark.stack
 @local_stack
 def test_a_client_trusting_another_ca_is_refused_in_one_line(secured: StackInfo, tmp_path: Path) -> None:
     other = tls.ensure_ca(tmp_path)  # same CA name, another key: only the signature tells them apart
@@ -83,7 +81,6 @@ def test_a_client_trusting_another_ca_is_refused_in_one_line(secured: StackInfo,
     assert "certificate verify failed" in message
 
 
-@pytest.mark.stack
 @local_stack
 def test_a_host_name_the_certificate_does_not_carry_is_refused(secured: StackInfo) -> None:
     assert secured.ca_file is not None
@@ -100,7 +97,6 @@ def test_a_host_name_the_certificate_does_not_carry_is_refused(secured: StackInf
         assert conn.execute(SSL_QUERY).fetchone() == (True,)
 
 
-@pytest.mark.stack
 @local_stack
 def test_a_second_secure_up_reloads_nothing_away(secured: StackInfo) -> None:
     from deploy.local import postgres_node
@@ -136,7 +132,6 @@ def least_privilege_logins(secured: StackInfo) -> Iterator[dict[str, tuple[str, 
             conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
-@pytest.mark.stack
 @local_stack
 def test_least_privilege_roles_are_unaffected_over_tls(
     secured: StackInfo, least_privilege_logins: dict[str, tuple[str, str]]

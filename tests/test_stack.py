@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from deploy.local import procs
+from deploy.local.ports import free_port
 from schemas.events import EventBase, HumanMessage, parse_event
 from schemas.ids import message_id
 from services.runtime.settings import Settings
@@ -79,7 +80,6 @@ async def _consume_aiokafka(
     return got
 
 
-@pytest.mark.stack
 def test_event_round_trip_through_the_real_broker(kafka_bootstrap: str, topic_names: dict[str, str]) -> None:
     events = [_event(i) for i in range(5)]
     _produce(kafka_bootstrap, topic_names["events"], events)
@@ -88,7 +88,6 @@ def test_event_round_trip_through_the_real_broker(kafka_bootstrap: str, topic_na
     assert asyncio.run(_consume_aiokafka(kafka_bootstrap, topic_names["events"], len(events))) == expected
 
 
-@pytest.mark.stack
 def test_topic_names_fixture_matches_production_partitions(
     kafka_bootstrap: str, topic_names: dict[str, str]
 ) -> None:
@@ -102,7 +101,6 @@ def test_topic_names_fixture_matches_production_partitions(
     assert partitions[topic_names["events"]] == 8
 
 
-@pytest.mark.stack
 @pytest.mark.skipif(EXTERNAL, reason="an external stack is not started by `up`")
 def test_up_twice_reuses_the_running_processes(stack: Settings) -> None:
     from deploy.local.stack import up
@@ -124,12 +122,6 @@ def _cli(
     return result, time.monotonic() - t0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def silent_listener() -> Iterator[int]:
     """A loopback port that accepts connections and never answers: a broker that hangs."""
@@ -149,18 +141,18 @@ def _assert_one_line_error(result: subprocess.CompletedProcess[str], took: float
 
 
 def test_up_with_an_unreachable_broker_is_a_fast_one_line_error() -> None:
-    bad = f"127.0.0.1:{_free_port()}"
+    bad = f"127.0.0.1:{free_port()}"
     result, took = _cli("up", env={"KAFKA_BOOTSTRAP_SERVERS": bad})
     _assert_one_line_error(result, took, "KAFKA_BOOTSTRAP_SERVERS", bad, "Connection refused")
 
 
-@pytest.mark.stack
 def test_migrate_with_an_unreachable_broker_is_a_fast_one_line_error(pg_dsn: str) -> None:
-    bad = f"127.0.0.1:{_free_port()}"
+    bad = f"127.0.0.1:{free_port()}"
     result, took = _cli("migrate", env={"KAFKA_BOOTSTRAP_SERVERS": bad, "DATABASE_URL": pg_dsn})
     _assert_one_line_error(result, took, "KAFKA_BOOTSTRAP_SERVERS", bad)
 
 
+@pytest.mark.slow
 def test_a_hanging_broker_is_a_one_line_error_within_the_timeout(silent_listener: int) -> None:
     bad = f"127.0.0.1:{silent_listener}"
     result, took = _cli("up", "--check-timeout", "3", env={"KAFKA_BOOTSTRAP_SERVERS": bad})
@@ -168,7 +160,7 @@ def test_a_hanging_broker_is_a_one_line_error_within_the_timeout(silent_listener
 
 
 def _bad_dsn() -> str:
-    return f"postgresql://nobody:s3cret@127.0.0.1:{_free_port()}/nothing"
+    return f"postgresql://nobody:s3cret@127.0.0.1:{free_port()}/nothing"
 
 
 def test_unreachable_database_is_a_fast_one_line_error() -> None:
@@ -177,7 +169,6 @@ def test_unreachable_database_is_a_fast_one_line_error() -> None:
     assert "s3cret" not in result.stderr
 
 
-@pytest.mark.stack
 def test_wrong_password_is_a_fast_one_line_error(pg_dsn: str, kafka_bootstrap: str) -> None:
     wrong = pg_dsn.replace(":incident_memory@", ":wrong-password@")
     assert wrong != pg_dsn

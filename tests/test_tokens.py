@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,6 +61,7 @@ TRICKY = [
 ]
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(st.sampled_from(TRICKY), max_size=60))
 def test_count_equals_tiktoken_on_boundary_heavy_text(pieces: list[str]) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import shutil
-import socket
 import string
 import subprocess
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deploy.local import procs
+from deploy.local.ports import port_in_use
 from services.runtime import settings
 from services.runtime.errors import UserFacingError
 from services.runtime.kafka_client import KafkaClient
@@ -221,12 +221,6 @@ def format_storage(p: KafkaPaths, extra_args: Sequence[str] = ()) -> None:
         )
 
 
-def _port_in_use(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 def start(
     p: KafkaPaths,
     timeout: float = 90.0,
@@ -262,7 +256,7 @@ def launch(
     port = port or settings.LOCAL_KAFKA_PORT
     controller_port = controller_port or settings.LOCAL_KAFKA_CONTROLLER_PORT
     for port_ in (port, controller_port):
-        if _port_in_use(port_):
+        if port_in_use(port_):
             raise UserFacingError(
                 f"127.0.0.1:{port_} is in use by a process the local stack did not start; stop it, or set "
                 "KAFKA_BOOTSTRAP_SERVERS to use an existing broker"

@@ -41,7 +41,6 @@ import contextlib
 import hashlib
 import json
 import re
-import socket
 import sys
 import threading
 import time
@@ -56,6 +55,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from deploy.local import asgi_thread
 from schemas.events import canonical_json
 from schemas.tokens import count_tokens
 from services.agent.local_model import LocalDeterministicModel
@@ -641,20 +641,8 @@ def build_app(standin: OpenAIStandin) -> Starlette:
     )
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """Bind and listen before serving, so a printed URL already accepts connections."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    return sock
-
-
 def _server(standin: OpenAIStandin) -> uvicorn.Server:
-    config = uvicorn.Config(
-        build_app(standin), log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=2
-    )
-    return uvicorn.Server(config)
+    return asgi_thread.server(build_app(standin), lifespan="off")
 
 
 @contextlib.contextmanager
@@ -663,22 +651,9 @@ def running(
 ) -> Iterator[OpenAIStandin]:
     """Serve a stand-in on a free port of `host` in a background thread."""
     standin = OpenAIStandin(api_keys=tuple(api_keys))
-    sock = _listen(host, 0)
-    standin.url = f"http://{host}:{sock.getsockname()[1]}"
-    server = _server(standin)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=STANDIN)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the OpenAI stand-in did not start")
-        time.sleep(0.01)
-    try:
+    sock, standin.url = asgi_thread.listen(host)
+    with asgi_thread.running(_server(standin), sock, STANDIN):
         yield standin
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-        sock.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -690,16 +665,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-key", action="append", help=f"repeatable; default {DEFAULT_API_KEY}")
     args = parser.parse_args(argv)
     standin = OpenAIStandin(api_keys=tuple(args.api_key or (DEFAULT_API_KEY,)))
-    sock = _listen(args.host, args.port)
-    standin.url = f"http://{args.host}:{sock.getsockname()[1]}"
-    print(standin.base_url, flush=True)
-    print(
+    sock, standin.url = asgi_thread.listen(args.host, args.port)
+    banner = (
         f"{STANDIN}: deterministic, NOT a model; serves only `{MODEL}`. "
-        f"OPENAI_BASE_URL={standin.base_url} OPENAI_API_KEY={standin.api_key}",
-        file=sys.stderr,
-        flush=True,
+        f"OPENAI_BASE_URL={standin.base_url} OPENAI_API_KEY={standin.api_key}"
     )
-    _server(standin).run(sockets=[sock])
+    asgi_thread.serve_cli(_server(standin), sock, standin.base_url, banner)
     return 0
 
 

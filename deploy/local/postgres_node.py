@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from deploy.local import procs, tls
+from deploy.local.ports import port_in_use
 from services.runtime import settings
 from services.runtime.errors import UserFacingError
 
@@ -209,9 +210,7 @@ def wait_tls(p: PgPaths, ca_file: Path, timeout: float = 15.0) -> None:
 
 def start(p: PgPaths, bins: Path, timeout: float = 60.0) -> int:
     """pg_ctl -w start; returns the postmaster pid."""
-    from deploy.local.kafka_node import _port_in_use
-
-    if _port_in_use(settings.LOCAL_PG_PORT):
+    if port_in_use(settings.LOCAL_PG_PORT):
         raise UserFacingError(
             f"127.0.0.1:{settings.LOCAL_PG_PORT} is in use by a process the local stack did not start; stop it, or "
             "set DATABASE_URL to use an existing PostgreSQL"

@@ -26,7 +26,6 @@ import dataclasses
 import json
 import re
 import secrets
-import socket
 import string
 import sys
 import threading
@@ -43,6 +42,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
+
+from deploy.local import asgi_thread
 
 Json = dict[str, Any]
 T = TypeVar("T")
@@ -1092,20 +1093,8 @@ def build_app(standin: SlackStandin) -> Starlette:
     return Starlette(routes=_Http(standin).routes(), lifespan=lifespan)
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """Bind and listen before serving, so a printed URL already accepts connections."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    return sock
-
-
 def _server(standin: SlackStandin) -> uvicorn.Server:
-    config = uvicorn.Config(
-        build_app(standin), log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2
-    )
-    return uvicorn.Server(config)
+    return asgi_thread.server(build_app(standin), lifespan="on")
 
 
 @contextlib.contextmanager
@@ -1116,24 +1105,9 @@ def running(
     if standin is not None and options:
         raise TypeError("pass either a SlackStandin or its options, not both")
     slack = standin or SlackStandin(**options)
-    sock = _listen(host, 0)
-    slack.url = f"http://{host}:{sock.getsockname()[1]}"
-    server = _server(slack)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="slack-standin"
-    )
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the Slack stand-in did not start")
-        time.sleep(0.01)
-    try:
+    sock, slack.url = asgi_thread.listen(host)
+    with asgi_thread.running(_server(slack), sock, "slack-standin"):
         yield slack
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-        sock.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1155,15 +1129,9 @@ def main(argv: list[str] | None = None) -> int:
         ack_timeout=args.ack_timeout,
         max_retries=args.max_retries,
     )
-    sock = _listen(args.host, args.port)
-    slack.url = f"http://{args.host}:{sock.getsockname()[1]}"
-    print(slack.base_url, flush=True)
-    print(
-        f"slack stand-in: channels {slack.channels}; controls at {slack.url}/_standin/",
-        file=sys.stderr,
-        flush=True,
-    )
-    _server(slack).run(sockets=[sock])
+    sock, slack.url = asgi_thread.listen(args.host, args.port)
+    banner = f"slack stand-in: channels {slack.channels}; controls at {slack.url}/_standin/"
+    asgi_thread.serve_cli(_server(slack), sock, slack.base_url, banner)
     return 0
 
 

@@ -1,29 +1,28 @@
 """The agent's configuration: where its MCP servers are, which compactor each tool feeds, its models.
 
-Loaded from an optional JSON file plus command-line overrides. Tool names map to
-compactor names here, so a user can plug in another MCP server (Grafana's, say)
-and keep write-time compaction: the raw goes out under the compactor's name.
+Loaded from an optional JSON file plus command-line overrides. Which compactor a tool feeds is
+not configured here: it is the one tool map the compactor reads too (`schemas/tools.py`, extended
+by `COMPACTOR_TOOL_MAP`), so a user who plugs in another MCP server (Grafana's, say) maps its
+tools once and keeps write-time compaction: the raw goes out under the compactor's name.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from schemas import topics
+from schemas.tools import TOOL_MAP_ENV, ToolMapError, tool_map
 from services.runtime.errors import UserFacingError
 from services.runtime.kafka_client import KafkaClient
+from services.runtime.loading import json_object_setting
 
-DEFAULT_COMPACTORS = {
-    "query_loki": "query_loki",
-    "query_prometheus": "query_prometheus",
-    "query_tempo": "query_tempo",
-    "get_pod_events": "get_pod_events",
-}
 EVIDENCE_TOOL = "get_evidence"  # reads a raw back; never a telemetry query, never compacted
 
 
@@ -67,7 +66,7 @@ class AgentConfig:
     wake_topic: str = topics.WAKE
     group_id: str = "incident-memory-agent"
     mcp_servers: tuple[McpServer, ...] = ()
-    tool_compactors: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_COMPACTORS))
+    tool_compactors: Mapping[str, str] = field(default_factory=tool_map)  # read-only; see tools_from_env
     models: ModelConfig = field(default_factory=ModelConfig)
     # Tokens of a thread's rows (its running sum, what `show` totals) above which old rows are
     # re-rendered before a round. A round's model input adds the preamble, the node's prompt, the
@@ -81,7 +80,8 @@ class AgentConfig:
     step_delay: float = 0.0  # seconds to pause after each node; slow motion for demos and crash tests
 
     def compactor_for(self, tool: str) -> str:
-        """Which compactor a tool's raw goes to; unknown tools fall to the passthrough by their own name."""
+        """Which compactor a tool's raw goes to (the compactor's own map); an unmapped tool keeps its
+        name, and the compactor gives it the passthrough."""
         return self.tool_compactors.get(tool, tool)
 
 
@@ -109,12 +109,27 @@ def load_file(path: str | None) -> dict[str, Any]:
     return data
 
 
-def build_config(file_data: dict[str, Any], **overrides: Any) -> AgentConfig:
+def tools_from_env(env: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    """The tool map the compactor reads: the built-in one with `COMPACTOR_TOOL_MAP` over it."""
+    try:
+        return tool_map(json_object_setting(TOOL_MAP_ENV, env=os.environ if env is None else env))
+    except ToolMapError as exc:
+        raise UserFacingError(str(exc)) from None
+
+
+def build_config(
+    file_data: dict[str, Any], *, env: Mapping[str, str] | None = None, **overrides: Any
+) -> AgentConfig:
     """Merge a config file's object with explicit overrides (None means 'not given')."""
     merged: dict[str, Any] = {**file_data, **{k: v for k, v in overrides.items() if v is not None}}
+    if "tool_compactors" in merged:
+        raise UserFacingError(
+            "agent config key 'tool_compactors' is gone: map tools once, for the agent and the compactor, "
+            f'with {TOOL_MAP_ENV}=\'{{"my_logs": "query_loki"}}\''
+        )
     servers_raw = merged.pop("mcp_servers", None)
     models_raw = merged.pop("models", None) or {}
-    compactors = {**DEFAULT_COMPACTORS, **(merged.pop("tool_compactors", None) or {})}
+    compactors = tools_from_env(env)
     known = set(AgentConfig.__dataclass_fields__) - {"mcp_servers", "models", "tool_compactors"}
     unknown = set(merged) - known
     if unknown:

@@ -185,7 +185,14 @@ def _investigate(messages: Sequence[BaseMessage], system: str, tools: list[dict[
         word in text.lower() for _, text, _ in _humans_since_verdict(messages) for word in _TRACE_WORDS
     ) or any(word in system.lower().split("open questions:")[-1] for word in ("trace", "span"))
     memory = any(w in alert["alertname"].lower() for w in ("oom", "memory"))
-    metric = "container_memory_working_set_bytes" if memory else "rate(http_requests_total[5m])"
+    where = f'namespace="{ns}",container="{container}"'
+    # Matchers go inside the selector (`rate(m[5m]){...}` is not PromQL: Prometheus answers 400). Outside
+    # memory, any request counter of the container: services prefix theirs (`ingest_requests_total`).
+    metric_query = (
+        f"container_memory_working_set_bytes{{{where}}}"
+        if memory
+        else f'rate({{__name__=~".+_requests_total",{where}}}[5m])'
+    )
     values: dict[str, Any] = {
         "start": window.group(1) if window else None,
         "end": window.group(2) if window else None,
@@ -196,7 +203,7 @@ def _investigate(messages: Sequence[BaseMessage], system: str, tools: list[dict[
     }
     queries = {
         "query_loki": f'{{namespace="{ns}"}}',
-        "query_prometheus": f'{metric}{{namespace="{ns}",container="{container}"}}',
+        "query_prometheus": metric_query,
     }
     wanted = []
     if not done:

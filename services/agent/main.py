@@ -229,7 +229,10 @@ class AgentService:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="JSON file: mcp_servers, tool_compactors, models, budgets...")
+    parser.add_argument(
+        "--config",
+        help="JSON file: mcp_servers, models, budgets... (tools map to compactors by COMPACTOR_TOOL_MAP)",
+    )
     parser.add_argument("--bootstrap-servers", default=None)
     parser.add_argument("--dsn", default=None, help="Postgres DSN (default: DATABASE_URL or the local stack)")
     parser.add_argument("--schema", default=None, help="Postgres schema of the projection (default public)")

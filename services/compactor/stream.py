@@ -27,13 +27,13 @@ from schemas.events import (
 from schemas.strict_json import MAX_DEPTH, StrictJsonError, loads_strict
 from schemas.tokens import count_tokens, count_value_tokens
 from services.compactor.registry import (
+    BUILTIN,
     COMPACTOR_VERSION,
     BudgetExceeded,
+    CompactorConfig,
     CompactOutcome,
     RawFormatError,
-    budget_for,
     compact_tool_result,
-    version_for,
 )
 from services.compactor.selector import Selector
 from services.runtime.kafka import dead_letter
@@ -91,6 +91,7 @@ def compact_event(
     recorded: Callable[[str], Selection | None],
     selector: Selector | None,
     budget: int | None,
+    config: CompactorConfig = BUILTIN,
 ) -> Compacted:
     """Compact one tool result, reusing a recorded selection for the same raw hash and version.
 
@@ -98,7 +99,7 @@ def compact_event(
     turns those into dead letters.
     """
     canonical_raw = canonical_json(event.raw)  # serialised once: hash, tokens and output bytes
-    key = selection_key(hashlib.sha256(canonical_raw.encode()).hexdigest(), version_for(event.tool))
+    key = selection_key(hashlib.sha256(canonical_raw.encode()).hexdigest(), config.version_for(event.tool))
     previous = recorded(key)
     outcome = compact_tool_result(
         event.tool,
@@ -108,6 +109,7 @@ def compact_event(
         selector=selector,
         recorded_selection=previous,
         canonical_raw=canonical_raw,
+        config=config,
     )
     compacted = _with_compact(
         event,
@@ -159,8 +161,11 @@ def process(
     selector: Selector | None = None,
     budget: int | None = None,
     max_output_bytes: int | None = None,
+    config: CompactorConfig = BUILTIN,
 ) -> Result:
     """Decide the fate of one record. Never raises for bad input: that is a `Dead`.
+
+    `config` is the worker's compactors, tool map and budgets, built once at start-up.
 
     `max_output_bytes` is the output topic's record limit: an output that would not fit is
     dead-lettered with its size, instead of failing the producer (the raw stays on its topic).
@@ -175,7 +180,9 @@ def process(
     try:
         decoded = loads_strict(value, max_depth=EVENT_MAX_DEPTH)
     except StrictJsonError as exc:  # the same rule, and reason, as `incident-memory compact`
-        return _refused(dead, value, str(exc), f"{topic} partition {partition} offset {offset}", budget)
+        return _refused(
+            dead, value, str(exc), f"{topic} partition {partition} offset {offset}", budget, config
+        )
     try:
         event = event_from_json(decoded)  # decoded once, strictly
     except EventDecodeError as exc:
@@ -186,14 +193,14 @@ def process(
         result = Forward(value, ts, mid)
     else:
         try:
-            result = compact_event(event, recorded=recorded, selector=selector, budget=budget)
+            result = compact_event(event, recorded=recorded, selector=selector, budget=budget, config=config)
         except RawFormatError as exc:
-            return _unanswerable(dead(f"raw format: {exc}", ts, mid), event, budget)
+            return _unanswerable(dead(f"raw format: {exc}", ts, mid), event, budget, config)
         except BudgetExceeded as exc:
-            return _unanswerable(dead(f"budget exceeded: {exc}", ts, mid), event, budget)
+            return _unanswerable(dead(f"budget exceeded: {exc}", ts, mid), event, budget, config)
         except Exception as exc:  # a compactor bug must not stop the partition behind it
             return _unanswerable(
-                dead(f"compactor error: {type(exc).__name__}: {exc}", ts, mid), event, budget
+                dead(f"compactor error: {type(exc).__name__}: {exc}", ts, mid), event, budget, config
             )
     size = len(result.value) + len(key or b"") + RECORD_OVERHEAD_BYTES
     if max_output_bytes is not None and size > max_output_bytes:
@@ -205,7 +212,7 @@ def process(
         )
         if isinstance(event, ToolResult):  # answer without the raw, which stays on the source topic
             where = {"not_kept": f"the raw stays on {topic} partition {partition} offset {offset}"}
-            return _unanswerable(letter, event.model_copy(update={"raw": where}), budget)
+            return _unanswerable(letter, event.model_copy(update={"raw": where}), budget, config)
         return letter
     return result
 
@@ -216,6 +223,7 @@ def _refused(
     reason: str,
     where: str,
     budget: int | None,
+    config: CompactorConfig,
 ) -> Dead:
     """A record that `loads_strict` refuses. When it still reads as a tool result under plain `json`
     (a raw nested 300 deep, a 2000-digit integer), the agent waiting for it gets a truthful error
@@ -229,7 +237,7 @@ def _refused(
         return letter
     try:
         stub = event.model_copy(update={"raw": {"not_kept": f"the raw stays on {where}"}})
-        return _unanswerable(letter, stub, budget)
+        return _unanswerable(letter, stub, budget, config)
     except (ValueError, RecursionError):  # what cannot be written back is outside the raw
         return letter
 
@@ -244,7 +252,7 @@ def error_compact(reason: str, evidence_id: str) -> dict[str, str]:
     return {"error": f"could not be compacted: {reason}; raw kept as evidence {evidence_id}"}
 
 
-def _unanswerable(dead: Dead, event: ToolResult, budget: int | None) -> Dead:
+def _unanswerable(dead: Dead, event: ToolResult, budget: int | None, config: CompactorConfig) -> Dead:
     """The dead letter, with a truthful error digest for the agent beside it (never a hung round).
 
     The error is not a digest of the raw, so it is not cached as one: `compactor_version` marks it
@@ -259,8 +267,8 @@ def _unanswerable(dead: Dead, event: ToolResult, budget: int | None) -> Dead:
         tokens=tokens,
         raw_tokens=count_tokens(event.raw if isinstance(event.raw, str) else canonical_raw),
         raw_sha256=hashlib.sha256(canonical_raw.encode()).hexdigest(),
-        compactor_version=f"error:{version_for(event.tool)}",
-        budget=max(budget or budget_for(event.tool), tokens),
+        compactor_version=f"error:{config.version_for(event.tool)}",
+        budget=max(budget or config.budget_for(event.tool), tokens),
         selection=None,
     )
     return Dead(dead.letter, dead.thread_ts, dead.message_id, compacted_bytes(answer, canonical_raw))

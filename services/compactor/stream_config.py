@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schemas import topics
+from services.compactor.config import BUILTIN, CompactorConfig
 from services.runtime.kafka_client import KafkaClient
 
 DEFAULT_APP_ID = "incident-memory-compactor"
@@ -29,6 +30,7 @@ class StreamConfig:
     metrics_port: int | None = None  # prometheus-client; None = disabled
     selector: str = "local"
     budget: int | None = None  # None = each tool's configured budget
+    compactors: CompactorConfig = BUILTIN  # plugins, tool map, budgets: config.load_config() at start
     processing_guarantee: str = "at_least_once"
     partitions: int = 8  # of events_topic (checked against the broker at start-up)
     # compacted_topic's max.message.bytes, read from the broker at start-up

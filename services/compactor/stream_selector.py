@@ -10,7 +10,6 @@ model was not asked again (invariant 8).
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from schemas.events import Selection
 from services.compactor.selector import Candidate, LocalDeterministicSelector, OpenAISelector, Selector
 from services.runtime.errors import UserFacingError
+from services.runtime.loading import load_attr
 
 log = logging.getLogger(__name__)
 
@@ -28,13 +28,9 @@ def load_selector(spec: str) -> Selector:
         return LocalDeterministicSelector()
     if spec == "openai":
         return OpenAISelector()
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
+    if ":" not in spec:
         raise UserFacingError(f"--selector {spec!r}: expected local, openai or package.module:Class")
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise UserFacingError(f"--selector {spec!r} cannot be loaded: {exc}") from None
+    _, factory = load_attr(spec, f"--selector {spec!r}", kind="Class")
     selector = factory()
     if not callable(getattr(selector, "select", None)):
         raise UserFacingError(f"--selector {spec!r} has no select(candidates, budget, context) method")

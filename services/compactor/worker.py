@@ -10,18 +10,17 @@ makes a replay reuse a selector's choice instead of asking again (invariant 8).
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable
-from typing import Any, ClassVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import faust
 from faust.auth import SASLCredentials, SSLCredentials
-from faust.transport.drivers import aiokafka as faust_aiokafka
-from faust.types import TP, ConsumerT, ProducerT
+from faust.types import TP
 from faust.types.auth import CredentialsT
 
 from schemas.events import Selection
+from services.compactor.faust_patch import PatchedTransport
 from services.compactor.selector import Selector
 from services.compactor.stream import Compacted, Dead, Forward, process
 from services.compactor.stream_config import StreamConfig
@@ -60,7 +59,7 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
         web_host="127.0.0.1",
     )
     # Before anything touches app.transport (app.topic does, through the conductor).
-    app.transport = _Transport(app.conf.broker_consumer, app)
+    app.transport = PatchedTransport(app.conf.broker_consumer, app)
     source = app.topic(config.events_topic, key_serializer="raw", value_serializer="raw")
     compacted = app.topic(config.compacted_topic, key_serializer="raw", value_serializer="raw")
     dlq = app.topic(config.dlq_topic, key_serializer="raw", value_serializer="raw")
@@ -117,6 +116,7 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
                 selector=selector,
                 budget=config.budget,
                 max_output_bytes=config.max_output_bytes,
+                config=config.compactors,
             )
             if isinstance(result, Forward):
                 await compacted.send(key=msg.key, value=result.value, partition=msg.partition)
@@ -172,115 +172,6 @@ def faust_credentials(kafka: KafkaClient) -> CredentialsT | None:
         )
     context = kafka.ssl_context()
     return SSLCredentials(context) if context is not None else None
-
-
-class _NoLossConsumer(faust_aiokafka.Consumer):
-    """faust's aiokafka consumer, closing two holes that lose records of a new consumer group.
-
-    Found on the replay (a new app id = a new group, a selections changelog that is not
-    empty): the first record(s) of a partition never came out. faust 0.15.3 drops records
-    it has already fetched in two places and counts on `perform_seek` to read them again,
-    but aiokafka's `seek_to_committed` only seeks when the committed offset is > 0: with no
-    committed offset (a new group) the position stays past them and they are lost
-    (invariant 12).
-
-    1. `getmany` hands the consumer thread faust's *live* set of active partitions. When
-       recovery pauses the changelog partitions while that call is queued, the set is empty
-       by the time aiokafka runs, and aiokafka's fetcher reads an empty set as "every
-       partition": it returns (and moves past) the stream records, and faust drops them
-       because they are not active. `_getmany` below passes a snapshot, and never an empty one.
-    2. `Recovery.on_recovery_completed` resumes the stream partitions, awaits `perform_seek`
-       (records fetched meanwhile are queued for the agent), then `app.flow_control.resume()`
-       clears the stream queues. Stream (non-changelog) partitions resumed there are held
-       back until `resume_flow()`, which faust calls right after that clear: nothing of theirs
-       is fetched into a queue that is about to be cleared, and their order is kept. faust's
-       pause/resume only choose which partitions `getmany` asks for, so holding costs nothing.
-    3. On a rebalance, faust clears the records it had fetched but not processed and seeks
-       every partition to its committed offset (`perform_seek`). For a partition the worker
-       keeps, the first records fetched after that seek sometimes still come from the old
-       position (a fetch issued before the seek), so the cleared records between the two
-       are skipped: 1-4 records in about 1 rebalance in 15 under load
-       (tests/compactor/test_two_worker_duplicates.py). `getmany` below compares each
-       partition's first record after a seek with the offset it was sought to; when the
-       record is past it, it drops that partition's records from the batch and seeks again.
-       The records in between are then read again (repeats, never gaps). Only the first
-       record after a seek is checked, so a real gap (transaction markers) is never re-read
-       twice.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._held: set[TP] = set()
-        self._resume_at: dict[TP, int] = {}  # stream partition -> committed offset it was just sought to
-
-    async def perform_seek(self) -> None:
-        await super().perform_seek()
-        self._resume_at = {
-            tp: offset
-            for tp, offset in self._committed_offset.items()
-            if offset is not None and not self._is_changelog_tp(tp)
-        }
-
-    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
-        """faust's getmany, minus records from a position the last seek did not take (hole 3)."""
-        stale: set[TP] = set()
-        async for tp, message in super().getmany(timeout):
-            if tp in stale:
-                continue
-            sought = self._resume_at.pop(tp, None)
-            if sought is not None and message.offset > sought:
-                log.warning(
-                    "records after a seek start past it: reading the partition again from the seek",
-                    extra=about(None, None, partition=tp.partition, offset=message.offset, sought=sought),
-                )
-                stale.add(tp)
-                await self.seek(tp, sought)
-                continue
-            yield tp, message
-
-    async def _getmany(self, active_partitions: set[TP] | None, timeout: float) -> Any:
-        if active_partitions is not None:
-            active_partitions = set(active_partitions)  # a snapshot, not faust's live set
-            if not active_partitions:
-                await asyncio.sleep(min(timeout, 0.1))
-                return {}
-        return await super()._getmany(active_partitions, timeout)
-
-    def pause_partitions(self, tps: Iterable[TP]) -> None:
-        tpset = set(tps)
-        self._held.difference_update(tpset)
-        super().pause_partitions(tpset)
-
-    def resume_partitions(self, tps: Iterable[TP]) -> None:
-        tpset = set(tps)
-        stream = {tp for tp in tpset if not self._is_changelog_tp(tp)}
-        self._held.update(stream)  # still paused: resumed by resume_flow()
-        super().resume_partitions(tpset - stream)
-
-    def resume_flow(self) -> None:
-        super().resume_flow()
-        held, self._held = self._held, set()
-        assigned = self.assignment()
-        if held & assigned:
-            super().resume_partitions(held & assigned)
-
-
-class _IdempotentProducer(faust_aiokafka.Producer):
-    """faust's aiokafka producer with acks=all and idempotence, always.
-
-    faust 0.15.3 asks aiokafka for idempotence only inside a transaction (`_settings_extra`, under
-    exactly_once). Under at_least_once, a batch whose ack was lost (a broker killed mid-request, a
-    leader moving) is sent again and written twice; with idempotence the broker recognises the retry
-    by producer id and sequence number and keeps one copy. The threaded producer and every
-    transactional producer read the same settings."""
-
-    def _settings_extra(self) -> dict[str, Any]:
-        return {**super()._settings_extra(), "acks": "all", "enable_idempotence": True}
-
-
-class _Transport(faust_aiokafka.Transport):
-    Consumer: ClassVar[type[ConsumerT]] = _NoLossConsumer
-    Producer: ClassVar[type[ProducerT]] = _IdempotentProducer
 
 
 def _tool_of(result: Dead) -> str:

@@ -7,16 +7,26 @@ A resolved group adds AlertReceived `T:-:alert:resolved` and IncidentStateChange
 repeat_interval, group changes); every re-send maps to the same thread and the same ids,
 so the projector's ON CONFLICT DO NOTHING and the agent's wake dedupe make it harmless.
 
-thread_ts is derived, never random: `<earliest startsAt, unix seconds>.<6 digits of
-sha256(groupKey)>`. It looks like a Slack ts on purpose: a Slack poster that opens the real
-Slack thread for the alert maps this ts to the channel message it posts (the bot replies
+A new incident's thread_ts is derived, never random: `<earliest startsAt, unix seconds>.<6
+digits of sha256(groupKey)>`. It looks like a Slack ts on purpose: a Slack poster that opens the
+real Slack thread for the alert maps this ts to the channel message it posts (the bot replies
 under it), and everything inside the pipeline keys on this one value.
+
+A group keeps its thread while it is open. The earliest startsAt alone cannot say so: Alertmanager
+drops a resolved alert from its group once notified, and an alert that started earlier may join
+later, so the earliest startsAt of a group moves (a real Alertmanager showed both, issue 18). So
+the caller passes what it knows of the group's newest incident (`KnownIncident`, from the read
+model: ingest's `GroupDirectory`), and `incident_for` decides, purely: an open incident keeps the
+group's notifications; a resolved one keeps the re-sends of its own episode (every alert started
+before it ended); anything newer opens a new thread. Joining a known thread also keeps its opening
+time and pinned window, so a repeat maps to the very same events.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,10 +48,21 @@ class Window:
 
 
 @dataclass(frozen=True)
+class KnownIncident:
+    """The newest incident of an alert group, as the read model (or this process) last saw it."""
+
+    thread_ts: str
+    opened_at: datetime
+    resolved_at: datetime | None = None  # None while open
+
+
+@dataclass(frozen=True)
 class AlertGroup:
     thread_ts: str
     status: str
     planned: list[Planned]
+    group_key: str = ""
+    incident: KnownIncident | None = None  # the group's incident as this notification leaves it
 
 
 # Times an alert can truthfully carry, after conversion to UTC. Go's zero time (year 1) means "not set"
@@ -83,8 +104,23 @@ def group_thread_ts(group_key: str, earliest: datetime) -> str:
     return f"{int(earliest.timestamp())}.{digits:06d}"
 
 
-def map_webhook(payload: dict[str, Any], window: Window) -> AlertGroup:
-    """Map one Alertmanager notification. Raises Rejected (4xx) for anything malformed."""
+def incident_for(group_key: str, starts: list[datetime], known: KnownIncident | None) -> tuple[str, datetime]:
+    """(thread_ts, opened_at) of the incident a notification with these alert starts belongs to."""
+    earliest = min(starts)
+    if known is not None:
+        if known.resolved_at is None or all(start <= known.resolved_at for start in starts):
+            return known.thread_ts, known.opened_at
+        earliest = min(start for start in starts if start > known.resolved_at)
+    return group_thread_ts(group_key, earliest), earliest
+
+
+def map_webhook(
+    payload: dict[str, Any], window: Window, known: Callable[[str], KnownIncident | None] | None = None
+) -> AlertGroup:
+    """Map one Alertmanager notification. Raises Rejected (4xx) for anything malformed.
+
+    `known(groupKey)`: the group's newest incident (None: a stateless mapping, every thread from the
+    earliest startsAt). Called only once the payload is known to be well formed."""
     version = payload.get("version")
     if version is None:
         raise missing("version")
@@ -106,14 +142,19 @@ def map_webhook(payload: dict[str, Any], window: Window) -> AlertGroup:
         starts.append(
             (parse_time(get_str(alert, "startsAt", f"alerts[{i}].") or "", f"alerts[{i}].startsAt"), alert)
         )
-    earliest, first = min(starts, key=lambda pair: pair[0])
+    first = min(starts, key=lambda pair: pair[0])[1]
     labels = _labels(payload, first)
-    thread_ts = group_thread_ts(group_key, earliest)
+    ended_at = (
+        _latest_end(starts) if status == "resolved" else None
+    )  # before the lookup: bad input costs none
+    thread_ts, earliest = incident_for(
+        group_key, [start for start, _ in starts], known(group_key) if known else None
+    )
     window_start = earliest - timedelta(seconds=window.before_s)
     window_end = earliest + timedelta(seconds=window.after_s)
     service = labels.get("service") or labels.get("job") or labels.get("namespace") or "unknown"
     alert_id = message_id(thread_ts, None, "alert", "0" if status == "firing" else "resolved")
-    ended = _latest_end(starts) if status == "resolved" else earliest
+    ended = ended_at or earliest
     received = AlertReceived(
         message_id=alert_id,
         event_time=ended,
@@ -146,7 +187,9 @@ def map_webhook(payload: dict[str, Any], window: Window) -> AlertGroup:
             trigger_message_id=alert_id,
         )
         planned.append(Planned("wake", wake))
-    return AlertGroup(thread_ts, status or "", planned)
+    return AlertGroup(
+        thread_ts, status or "", planned, group_key, KnownIncident(thread_ts, earliest, ended_at)
+    )
 
 
 def _labels(payload: dict[str, Any], first: dict[str, Any]) -> dict[str, str]:

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from services.ingest.alerts import Window, map_webhook
 from services.ingest.config import MAX_BODY_BYTES
+from services.ingest.directory import GroupDirectory
 from services.ingest.emitter import Emitter
 from services.ingest.planned import Planned, parse_json_object
 from services.ingest.producer import Delivery, ProduceError
@@ -50,11 +51,17 @@ class AlertsTopicConfig:
 
 class AlertsTopicConsumer:
     def __init__(
-        self, config: AlertsTopicConfig, emitter: Emitter, kafka: KafkaClient | str, window: Window
+        self,
+        config: AlertsTopicConfig,
+        emitter: Emitter,
+        kafka: KafkaClient | str,
+        window: Window,
+        groups: GroupDirectory | None = None,
     ) -> None:
         self.config = config
         self.emitter = emitter
         self.window = window
+        self.groups = groups  # None: stateless threads (each from its notification's earliest startsAt)
         self._consumer_config = consumer_config(kafka, config.group, **config.overrides)
 
     def run(self, stop: threading.Event) -> None:
@@ -107,8 +114,11 @@ class AlertsTopicConsumer:
         try:
             if len(value) > self.config.max_bytes:
                 raise Rejected(413, "body_too_large", f"{len(value)} bytes > limit {self.config.max_bytes}")
-            group = map_webhook(parse_json_object(value), self.window)
+            known = self.groups.known if self.groups else None
+            group = map_webhook(parse_json_object(value), self.window, known)
             records = self.emitter.encode(group.planned)  # Rejected (dead letter) when too large
+            if self.groups:  # before the ack: the batch's next notification of this group must see it
+                self.groups.decided(group)
             return group.planned, time.perf_counter(), self.emitter.submit(records)
         except ProduceError as exc:
             if "MSG_SIZE_TOO_LARGE" not in str(exc):

@@ -101,8 +101,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dsn",
         default=None,
-        help="Postgres with the projection: replies in a thread an alert opened join its incident "
-        "(default: $DATABASE_URL or the local stack)",
+        help="Postgres with the projection: replies in a thread an alert opened join its incident, and an "
+        "alert group keeps its open incident's thread (default: $DATABASE_URL or the local stack)",
     )
     parser.add_argument("--schema", default="public", help="the projection's schema (default: %(default)s)")
     parser.add_argument(
@@ -191,6 +191,7 @@ def workers_for(ingest: Ingest, alerts_topic: str | None, alerts_group: str) -> 
         ingest.emitter,
         ingest.config.kafka,
         Window(ingest.config.window_before_s, ingest.config.window_after_s),
+        ingest.groups,
     )
     return [consumer.run]
 

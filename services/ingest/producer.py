@@ -9,6 +9,7 @@ A poll thread serves librdkafka's delivery callbacks and resolves one
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -34,6 +35,9 @@ class AckedProducer:
             "message.timeout.ms": 30_000,
             "message.max.bytes": topics.EVENT_RECORD_LIMIT,  # the emitter refuses events over MAX_EVENT_BYTES first
             "logger": logging.getLogger("incident_memory.ingest.librdkafka"),
+            # Every request waits for its ack, so a linger is paid by each one; under load, what is
+            # queued while earlier batches are in flight is still batched (issue 20: p50 5.6 ms -> 1 ms).
+            "linger.ms": 0,
         }
         config = producer_config(kafka, **{**defaults, **overrides})
         self._producer = Producer(config)
@@ -59,6 +63,14 @@ class AckedProducer:
                 raise ProduceError(str(exc.args[0])) from None
             futures.append(future)
         return futures
+
+    def warm(self, topic_names: Iterable[str], timeout_s: float = 1.0) -> None:
+        """Fetch the topics' metadata now, so the first produce to each does not wait for it."""
+        if self.broker_reachable(timeout_s) is not None:
+            return  # paid by the first produce, once a broker answers
+        for topic in topic_names:
+            with contextlib.suppress(KafkaException):
+                self._producer.list_topics(topic, timeout=timeout_s)
 
     def broker_reachable(self, timeout_s: float = 1.0, cache_s: float = 1.0) -> str | None:
         """None if a broker answered a metadata request (cached for `cache_s`), else why not."""

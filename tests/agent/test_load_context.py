@@ -6,13 +6,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-import pytest
 from psycopg.types.json import Jsonb
 
 from schemas.tokens import count_value_tokens
 from services.agent.context import load_context, to_messages
-
-pytestmark = pytest.mark.stack
 
 T = "1773458070.000100"
 T0 = datetime(2026, 3, 14, 3, 14, 30, tzinfo=UTC)

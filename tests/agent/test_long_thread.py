@@ -21,7 +21,7 @@ from schemas.tokens import count_value_tokens
 from .seedplay import Procs, alert_events, alert_wake, human_events, mention_wake, produce, read_all, wait_for
 from .test_seed_thread import _pipeline, _rows
 
-pytestmark = [pytest.mark.stack, pytest.mark.slow, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 BUDGET = 4000
 T = "1773458070.000100"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import httpx
 import psycopg
 import pytest
 
+from deploy.local.ports import free_port
 from schemas.events import ToolResult
 from schemas.ids import canonical_args_hash
 from schemas.tokens import count_value_tokens
@@ -36,7 +36,7 @@ from .seedplay import (
     wait_for,
 )
 
-pytestmark = [pytest.mark.stack, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 SEED_SHAPE = [
     ("alert", None),
@@ -62,12 +62,6 @@ def _start(
         "--dlq-topic", topics["dlq"], "--group", group, "--model", "local", "--judge-model", "local",
         "--step-delay", delay, "--log-level", "INFO", *(["--metrics-port", str(port)] if port else []),
     )  # fmt: skip
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _healthz(port: int) -> tuple[int, dict[str, Any]] | None:
@@ -120,7 +114,7 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
     group = f"agent-{pg_schema}"
     try:
         _pipeline(procs, pg_schema, topic_names, tmp_path)
-        port = _free_port()
+        port = free_port()
         _start(procs, pg_schema, topic_names, tmp_path, group, "0", port)
         # /healthz is the loop's heartbeat, not prometheus_client's catch-all.
         health = wait_for(lambda: (h := _healthz(port)) and h[0] == 200 and h, 60, "agent /healthz", procs)

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 
 import anyio
 import psycopg
-import pytest
 from psycopg.types.json import Jsonb
 
 from services.agent.telemetry_mcp.client import session, text_of
@@ -27,7 +26,6 @@ def _insert(
     )  # fmt: skip
 
 
-@pytest.mark.stack
 def test_get_evidence_returns_the_stored_raw_verbatim(
     pg_dsn: str, pg_schema: str, pg_conn: psycopg.Connection
 ) -> None:

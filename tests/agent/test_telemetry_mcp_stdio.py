@@ -7,15 +7,16 @@ calls it, and its answer must be the real system's raw format, verbatim.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import ClientSession
 
+from deploy.local.ports import free_port
 from services.agent.telemetry_mcp.client import raw_of, session, text_of
 from services.agent.telemetry_mcp.recorded import trace_ids
 from services.agent.telemetry_mcp.server import TOOL_NAMES
@@ -122,9 +123,7 @@ def test_streamable_http_on_port() -> None:
     import httpx
     from mcp.client.streamable_http import streamable_http_client
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     cmd = [
         sys.executable,
         "-m",
@@ -160,6 +159,7 @@ def test_streamable_http_on_port() -> None:
         proc.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_start_up_problems_are_one_line_errors(tmp_path: Path) -> None:
     """A bad recording or config file stops the server before it serves, with exit 1 and one line."""
     bad_recording = tmp_path / "rec.json"

@@ -205,6 +205,7 @@ def _results() -> dict[str, subprocess.CompletedProcess[bytes]]:
         return dict(done)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case_id", "tool", "stdin", "says"), CASES, ids=[c[0] for c in CASES])
 def test_refused_with_one_line_and_exit_2(case_id: str, tool: str, stdin: bytes, says: str) -> None:
     proc = _results()[case_id]
@@ -217,6 +218,7 @@ def test_refused_with_one_line_and_exit_2(case_id: str, tool: str, stdin: bytes,
     assert len(err) < 400
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case_id", "tool", "stdin"), ACCEPTED, ids=[c[0] for c in ACCEPTED])
 def test_still_accepted(case_id: str, tool: str, stdin: bytes) -> None:
     proc = _results()[case_id]
@@ -224,6 +226,7 @@ def test_still_accepted(case_id: str, tool: str, stdin: bytes) -> None:
     assert set(json.loads(proc.stdout)) == {"tool", "compact", "tokens"}
 
 
+@pytest.mark.slow
 def test_year_one_and_negative_times_never_render() -> None:
     """What the issue saw printed (`1-01-01T05:00:00Z`, 1811, 1969) cannot be printed any more."""
     for case_id, *_ in CASES:
@@ -255,6 +258,7 @@ def _event_bytes(tool: str, raw: bytes) -> bytes:
     return value.replace(_PLACEHOLDER, raw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case_id", "tool", "stdin", "says"), CASES, ids=[c[0] for c in CASES])
 def test_the_stream_dead_letters_the_same_raw_for_the_same_reason(
     case_id: str, tool: str, stdin: bytes, says: str

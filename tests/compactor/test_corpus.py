@@ -15,12 +15,15 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 from services.compactor.loki import line_patterns
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "benchmarks" / "corpus"
 
 
+@pytest.mark.slow
 def test_every_system_fits_300_tokens_and_keeps_nine_tenths_of_its_facts() -> None:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run(

@@ -192,6 +192,7 @@ def test_every_raw_fits_every_budget_from_the_floor_and_counts_what_it_leaves_ou
         assert all(LEVEL_RANK[lv] >= ERROR_RANK for lv in shown), (shown, omitted_text)
 
 
+@pytest.mark.slow
 def test_the_floor_holds_for_a_worst_case_raw() -> None:
     """Thousands of distinct error patterns, long lines, many streams with long labels."""
     rng = random.Random(1)

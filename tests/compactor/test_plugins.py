@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from services.compactor import registry
-from services.compactor.plugins import load_plugins
-from services.compactor.registry import BudgetExceeded, compact_tool_result, version_for
+from services.compactor.config import COMPACTOR_VERSION, COMPACTORS, load_config
+from services.compactor.registry import BudgetExceeded, compact_tool_result
 from services.compactor.stream import selection_key
 from services.runtime.errors import UserFacingError
 
@@ -22,39 +21,42 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
-def clean_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Plugins register into module-level tables: put them back after each test."""
-    monkeypatch.setattr(registry, "COMPACTORS", dict(registry.COMPACTORS))
-    monkeypatch.setattr(registry, "DEFAULT_BUDGETS", dict(registry.DEFAULT_BUDGETS))
-    monkeypatch.setattr(registry, "PLUGIN_VERSIONS", dict(registry.PLUGIN_VERSIONS))
-    monkeypatch.delenv("COMPACTOR_PLUGINS", raising=False)
+def importable(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.syspath_prepend(str(ROOT))  # the plugins are importable as a deployment's would be
     yield
 
 
-def test_a_loaded_plugin_compacts_its_tools_with_its_own_version_and_budget(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    assert load_plugins(json.dumps({"shout": f"{PLUGINS}:upper"})) == {"shout": "test.1"}
-    monkeypatch.setenv("COMPACTOR_TOOL_MAP", json.dumps({"loud_tool": "shout"}))
-    out = compact_tool_result("loud_tool", {"lines": ["a", "b"]}, {})
+def plugins(entries: dict[str, str], **more: str) -> dict[str, str]:
+    """An environment: COMPACTOR_PLUGINS holding `entries`, and other settings."""
+    return {"COMPACTOR_PLUGINS": json.dumps(entries), **more}
+
+
+def test_a_loaded_plugin_compacts_its_tools_with_its_own_version_and_budget() -> None:
+    config = load_config(plugins({"shout": f"{PLUGINS}:upper"}, COMPACTOR_TOOL_MAP='{"loud_tool": "shout"}'))
+    assert dict(config.plugin_versions) == {"shout": "test.1"}
+    out = compact_tool_result("loud_tool", {"lines": ["a", "b"]}, {}, config=config)
     assert out.compact["lines"] == ["A", "B"]
     assert out.budget == 120  # the module's BUDGET
-    assert out.compactor_version == version_for("loud_tool") == f"{registry.COMPACTOR_VERSION}+shout.test.1"
+    assert out.compactor_version == config.version_for("loud_tool") == f"{COMPACTOR_VERSION}+shout.test.1"
     # A plugin's new version is a new replay key: a recorded selection of the old one is not reused.
     before = selection_key(out.raw_sha256, out.compactor_version)
-    registry.PLUGIN_VERSIONS["shout"] = "test.2"
-    assert selection_key(out.raw_sha256, version_for("loud_tool")) != before
-    assert version_for("query_loki") == registry.COMPACTOR_VERSION  # built-ins keep theirs
+    newer = config.with_plugin("shout", config.compactors["shout"], budget=120, version="test.2")
+    assert selection_key(out.raw_sha256, newer.version_for("loud_tool")) != before
+    assert config.version_for("query_loki") == COMPACTOR_VERSION  # built-ins keep theirs
+    # The agent stamps the raw with the compactor's name: that name reaches the plugin too.
+    assert compact_tool_result("shout", {"lines": ["c"]}, {}, config=config).compact["lines"] == ["C"]
 
 
-def test_the_call_path_holds_a_plugin_to_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    load_plugins(json.dumps({"greedy": f"{PLUGINS}:overshooting"}))
-    monkeypatch.setenv("COMPACTOR_TOOL_MAP", json.dumps({"huge_tool": "greedy"}))
+def test_the_call_path_holds_a_plugin_to_its_budget() -> None:
+    env = plugins({"greedy": f"{PLUGINS}:overshooting"}, COMPACTOR_TOOL_MAP='{"huge_tool": "greedy"}')
     with pytest.raises(BudgetExceeded, match="over its budget of 120"):
-        compact_tool_result("huge_tool", {"lines": [f"line {i}" for i in range(100)]}, {})
-    monkeypatch.setenv("COMPACTOR_BUDGETS", json.dumps({"greedy": 5000}))  # the env still overrides
-    assert compact_tool_result("huge_tool", {"lines": ["x"] * 100}, {}).budget == 5000
+        compact_tool_result(
+            "huge_tool", {"lines": [f"line {i}" for i in range(100)]}, {}, config=load_config(env)
+        )
+    env["COMPACTOR_BUDGETS"] = json.dumps({"greedy": 5000})  # the setting still overrides
+    assert (
+        compact_tool_result("huge_tool", {"lines": ["x"] * 100}, {}, config=load_config(env)).budget == 5000
+    )
 
 
 @pytest.mark.parametrize(
@@ -72,8 +74,8 @@ def test_the_call_path_holds_a_plugin_to_its_budget(monkeypatch: pytest.MonkeyPa
 )
 def test_a_plugin_that_cannot_be_loaded_is_one_clear_error(spec: str, message: str) -> None:
     with pytest.raises(UserFacingError, match=message.replace("(", r"\(")):
-        load_plugins(spec)
-    assert registry.COMPACTORS["query_loki"].__module__ == "services.compactor.loki"
+        load_config({"COMPACTOR_PLUGINS": spec})
+    assert COMPACTORS["query_loki"].__module__ == "services.compactor.loki"
 
 
 def test_the_one_shot_cli_loads_plugins_too() -> None:

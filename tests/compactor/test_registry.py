@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -15,17 +15,21 @@ from services.compactor import registry
 from services.compactor.fit import fit, omitted_text
 from services.compactor.model import BUDGET_FLOOR, Draft, Item
 from services.compactor.registry import (
+    BUILTIN,
     COMPACTOR_VERSION,
     DEFAULT_BUDGETS,
     BudgetExceeded,
+    CompactorConfig,
     compact_tool_result,
     compactor_for,
+    load_config,
 )
+from services.runtime.errors import UserFacingError
 from services.seed import generate_loki, seed_incident
 
 
 @pytest.fixture
-def liar() -> Iterator[str]:
+def liar() -> CompactorConfig:
     """A compactor whose smallest header is far over any budget: only the guard can answer."""
 
     def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft:
@@ -33,18 +37,12 @@ def liar() -> Iterator[str]:
         item = Item(id="a", forms=("x",), pinned=True, level="error")
         return Draft(headers=(huge,), section="items", kind="items", unit="things", items=(item,))
 
-    registry.COMPACTORS["liar"] = draft
-    registry.TOOL_COMPACTORS["liar_tool"] = "liar"
-    try:
-        yield "liar_tool"
-    finally:
-        registry.COMPACTORS.pop("liar")
-        registry.TOOL_COMPACTORS.pop("liar_tool")
+    return BUILTIN.with_plugin("liar", draft, budget=400, version="1").with_tools({"liar_tool": "liar"})
 
 
-def test_over_budget_digest_raises(liar: str) -> None:
+def test_over_budget_digest_raises(liar: CompactorConfig) -> None:
     with pytest.raises(BudgetExceeded) as info:
-        compact_tool_result(liar, {"anything": 1}, {}, budget=400)
+        compact_tool_result("liar_tool", {"anything": 1}, {}, budget=400, config=liar)
     assert info.value.tokens > 400 and info.value.budget == 400
 
 
@@ -92,21 +90,74 @@ def test_evidence_id_from_context_or_raw_hash() -> None:
         assert canonical_json(digest.compact).count("1773458070.000100:1:tools:0") == 1  # named once
 
 
-def test_tool_mapping_defaults_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tool_mapping_defaults_and_env() -> None:
     assert compactor_for("query_loki") == "query_loki"
     assert compactor_for("query_loki_logs") == "query_loki"  # Grafana MCP's name
     assert compactor_for("never_heard_of_it") == "passthrough"
-    monkeypatch.setenv("COMPACTOR_TOOL_MAP", '{"my_logs": "query_loki", "bad": "nope"}')
-    assert compactor_for("my_logs") == "query_loki"
-    assert compactor_for("bad") == "passthrough"
-    monkeypatch.setenv("COMPACTOR_BUDGETS", '{"my_logs": 123}')
-    assert registry.budget_for("my_logs") == 123
-    assert registry.budget_for("query_loki") == DEFAULT_BUDGETS["query_loki"] <= 300
+    env = {
+        "COMPACTOR_TOOL_MAP": '{"my_logs": "query_loki", "bad": "nope"}',
+        "COMPACTOR_BUDGETS": '{"my_logs": 123}',
+    }
+    config = load_config(env)
+    assert config.compactor_for("my_logs") == "query_loki"
+    assert config.compactor_for("bad") == "passthrough"
+    assert config.budget_for("my_logs") == 123
+    assert config.budget_for("query_loki") == DEFAULT_BUDGETS["query_loki"] <= 300
+    assert compactor_for("my_logs") == "passthrough"  # the built-in value is untouched
 
 
-def test_register_tool_rejects_unknown_compactor() -> None:
-    with pytest.raises(ValueError):
-        registry.register_tool("x", "nope")
+def test_the_config_is_read_once_not_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built once at start: a later change of the environment changes nothing, and the value is read-only."""
+    monkeypatch.setenv("COMPACTOR_BUDGETS", '{"query_loki": 200}')
+    config = load_config()
+    monkeypatch.setenv("COMPACTOR_BUDGETS", '{"query_loki": 999}')
+    monkeypatch.setenv("COMPACTOR_TOOL_MAP", '{"my_logs": "query_loki"}')
+    assert config.budget_for("query_loki") == 200 and config.compactor_for("my_logs") == "passthrough"
+    assert registry.budget_for("query_loki") == DEFAULT_BUDGETS["query_loki"]  # the built-ins ignore it
+    with pytest.raises(TypeError):
+        config.tools["my_logs"] = "query_loki"  # type: ignore[index]
+    with pytest.raises(TypeError):
+        registry.COMPACTORS["x"] = registry.COMPACTORS["passthrough"]  # type: ignore[index]
+
+
+def test_the_agent_reads_the_compactors_tool_map() -> None:
+    """One map: for every tool, the name the agent stamps on its raw is fed to the compactor the
+    compactor itself would choose, with or without a deployment's COMPACTOR_TOOL_MAP."""
+    from services.agent.config import build_config
+    from services.runtime.kafka_client import KafkaClient
+
+    for env in ({}, {"COMPACTOR_TOOL_MAP": '{"my_logs": "query_loki", "query_loki_logs": "passthrough"}'}):
+        agent = build_config(
+            {}, env=env, kafka=KafkaClient.plaintext("unused:9092"), database_url="postgresql://unused"
+        )
+        compactor = load_config(env)
+        assert dict(agent.tool_compactors) == dict(compactor.tools)
+        for tool in [*compactor.tools, "never_heard_of_it"]:
+            assert compactor.compactor_for(agent.compactor_for(tool)) == compactor.compactor_for(tool), tool
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"COMPACTOR_TOOL_MAP": "[1]"}, "COMPACTOR_TOOL_MAP is not a JSON object"),
+        (
+            {"COMPACTOR_TOOL_MAP": '{"my_logs": 3}'},
+            "COMPACTOR_TOOL_MAP['my_logs']: expected a compactor name",
+        ),
+        (
+            {"COMPACTOR_BUDGETS": '{"query_loki": 0}'},
+            "COMPACTOR_BUDGETS['query_loki']: expected a positive int",
+        ),
+        (
+            {"COMPACTOR_BUDGETS": '{"query_loki": "300"}'},
+            "COMPACTOR_BUDGETS['query_loki']: expected a positive",
+        ),
+        ({"COMPACTOR_BUDGETS": "{nope"}, "COMPACTOR_BUDGETS is not a JSON object: Expecting"),
+    ],
+)
+def test_a_bad_setting_is_one_clear_error_at_start(env: dict[str, str], message: str) -> None:
+    with pytest.raises(UserFacingError, match=message.replace("[", r"\[")):
+        load_config(env)
 
 
 # --- the fitter, on drafts of any shape --------------------------------------------------

@@ -1,4 +1,4 @@
-"""`_NoLossConsumer.getmany`: the first record of a partition after a seek must be the one sought.
+"""`NoLossConsumer.getmany`: the first record of a partition after a seek must be the one sought.
 
 The real-broker test (test_two_worker_duplicates.py) hits the race about once in 15 rebalances;
 this one drives the guard directly, with faust's getmany and seek replaced by fakes.
@@ -11,11 +11,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import faust
 import pytest
 from faust.transport.consumer import Consumer as FaustConsumer
 from faust.types import TP
 
-from services.compactor.worker import _NoLossConsumer
+from services.compactor.faust_patch import NoLossConsumer
 
 P5 = TP("incident.events", 5)
 P6 = TP("incident.events", 6)
@@ -27,7 +28,7 @@ class Record:
 
 
 def consumer_with(batches: list[list[tuple[TP, Record]]], resume_at: dict[TP, int]) -> Any:
-    consumer: Any = object.__new__(_NoLossConsumer)  # no app, no broker: only the guard runs
+    consumer: Any = object.__new__(NoLossConsumer)  # no app, no broker: only the guard runs
     consumer._resume_at = dict(resume_at)
     consumer.sought = []
 
@@ -75,3 +76,19 @@ def test_a_partition_with_nothing_committed_is_not_checked(monkeypatch: pytest.M
     consumer = consumer_with([[(P5, Record(40))]], {})
     assert asyncio.run(drain(consumer, monkeypatch)) == [(5, 40)]
     assert consumer.sought == []
+
+
+def test_the_patch_refuses_a_faust_it_was_not_written_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The patch reads faust's internals: under another faust-streaming version, importing it is one
+    clear error. (A fresh copy of the module is executed, so the loaded one stays as it is.)"""
+    import importlib.util
+
+    from services.compactor import faust_patch
+    from services.runtime.errors import UserFacingError
+
+    assert faust.__version__ == faust_patch.FAUST_VERSION  # the pinned one is installed
+    monkeypatch.setattr(faust, "__version__", "0.99.0")
+    spec = importlib.util.spec_from_file_location("faust_patch_copy", faust_patch.__file__)
+    assert spec is not None and spec.loader is not None
+    with pytest.raises(UserFacingError, match=r"faust-streaming 0\.99\.0 is installed.*written for 0\.15\.3"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))

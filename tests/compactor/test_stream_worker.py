@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import string
 import subprocess
 import sys
@@ -29,11 +28,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from deploy.local.ports import free_port
 from schemas.events import CompactedToolResult, DeadLetter, HumanMessage, ToolResult, parse_event
 from schemas.topics import TopicSpec, ensure_topics
 from services.runtime.kafka import producer_config
-
-pytestmark = pytest.mark.stack
 
 CLI = Path(sys.executable).with_name("incident-memory")
 NOW = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)
@@ -63,12 +61,6 @@ def repetitive(n: int) -> dict[str, Any]:
         "status": "success",
         "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]},
     }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

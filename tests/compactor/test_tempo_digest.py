@@ -212,6 +212,7 @@ def traces(draw: st.DrawFn) -> dict[str, Any]:
     return raw
 
 
+@pytest.mark.slow
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )

@@ -10,7 +10,7 @@ no input is missing from the output, and every repeat is identical to its first 
 It found a loss (about 1 run in 15 before the fix): a worker keeping a partition through the
 rebalance skipped the records it had fetched but not processed, because the first fetch after
 faust's seek to the committed offset could still come from the old position. Hole 3 of
-`_NoLossConsumer` (services/compactor/worker.py) fixes it; tests/compactor/test_seek_guard.py
+`NoLossConsumer` (services/compactor/faust_patch.py) fixes it; tests/compactor/test_seek_guard.py
 drives that guard deterministically.
 """
 
@@ -39,8 +39,6 @@ from schemas.topics import TopicSpec, ensure_topics
 from services.runtime.kafka import producer_config
 
 from .test_stream_worker import human
-
-pytestmark = pytest.mark.stack
 
 CLI = Path(sys.executable).with_name("incident-memory")
 

@@ -284,6 +284,7 @@ def test_form_encoded_post_with_json_string_fields(slack: SlackStandin) -> None:
 # --- rate limits ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_429s_are_retried_by_the_rate_limit_handler(slack: SlackStandin) -> None:
     slack.rate_limit("chat.postMessage", 3, retry_after=1)
     handlers: list[AsyncRetryHandler] = [AsyncRateLimitErrorRetryHandler(max_retry_count=5)]
@@ -394,6 +395,7 @@ def test_unacked_envelope_is_redelivered(slack: SlackStandin) -> None:
     assert slack.envelope(envelope_id).deliveries == [0, 1] and not slack.envelope(envelope_id).given_up
 
 
+@pytest.mark.slow
 def test_unacked_envelope_is_given_up_after_max_retries(slack: SlackStandin) -> None:
     async def scenario() -> list[int | None]:
         listener = Listener(slack, ack=False)

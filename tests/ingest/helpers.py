@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-import uvicorn
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from deploy.local import asgi_thread
 from schemas.events import EventBase, parse_event
 from services.ingest.app import Ingest, Worker, build_app
 from services.ingest.config import IngestConfig
@@ -45,34 +43,22 @@ def config(bootstrap: str, topics: dict[str, str] | None = None, **overrides: An
 class RunningServer:
     url: str
     ingest: Ingest
-    server: uvicorn.Server
-    thread: threading.Thread
+    serving: asgi_thread.Serving
 
     def metric(self, name: str, **labels: str) -> float:
         return self.ingest.metrics.registry.get_sample_value(name, labels) or 0.0
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
+        self.serving.stop(timeout=20)
 
 
 def start_server(cfg: IngestConfig, workers: Callable[[Ingest], list[Worker]] | None = None) -> RunningServer:
     """uvicorn serving the real app on 127.0.0.1 (an ephemeral port), in a thread."""
     ingest = build(cfg)
     app = build_app(ingest, workers(ingest) if workers else None)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("ingest server did not start")
-        time.sleep(0.01)
-    return RunningServer(f"http://127.0.0.1:{port}", ingest, server, thread)
+    sock, url = asgi_thread.listen()
+    server = asgi_thread.server(app, lifespan="on", graceful_s=None)
+    return RunningServer(url, ingest, asgi_thread.start(server, sock, "ingest-server"))
 
 
 def signed_headers(body: bytes, secret: str = SECRET, timestamp: int | None = None) -> dict[str, str]:
@@ -220,3 +206,16 @@ def read_topic(
 
 def read_events(bootstrap: str, topic: str, expected: int, timeout_s: float = 20.0) -> list[EventBase]:
     return [parse_event(value) for _, value in read_topic(bootstrap, topic, expected, timeout_s)]
+
+
+def group_notification(
+    status: str, group_key: str, *starts: str, ends: str = "0001-01-01T00:00:00Z"
+) -> dict[str, Any]:
+    """An Alertmanager notification of one group holding one alert (pod p0, p1, ...) per startsAt."""
+    payload = alert_payload(status, group_key=group_key)
+    template = payload["alerts"][0]
+    payload["alerts"] = [
+        {**template, "labels": {**template["labels"], "pod": f"p{i}"}, "startsAt": s, "endsAt": ends}
+        for i, s in enumerate(starts)
+    ]
+    return payload

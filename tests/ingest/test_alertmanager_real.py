@@ -16,12 +16,11 @@ Skipped only when Go is absent; a failed build (no network, no such version) fai
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,12 @@ from typing import Any
 import httpx
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from conftest import fresh_schema, fresh_topics
 from prometheus_client.parser import text_string_to_metric_families
+from reliability.harness import Pipeline, wait_until
 
 from deploy.local import gobin
+from deploy.local.ports import free_port
 from schemas.events import AlertReceived, EventBase, IncidentStateChanged, Wake, parse_event
 
 from .helpers import TOKEN, RunningServer, config, start_server
@@ -56,33 +58,56 @@ def alertmanager_bin() -> Path:
 @pytest.fixture(scope="module")
 def topics(kafka_bootstrap: str) -> Iterator[dict[str, str]]:
     """Module-wide topics (conftest's topic_names is per test): {events, compacted, wake, dlq}."""
-    from confluent_kafka.admin import AdminClient
-
-    from schemas.topics import COMPACTED, DLQ, EVENTS, TOPICS, WAKE, ensure_topics
-
-    suffix = uuid.uuid4().hex[:12]
-    keys = {EVENTS: "events", COMPACTED: "compacted", WAKE: "wake", DLQ: "dlq"}
-    specs = tuple(replace(spec, name=f"{spec.name}.{suffix}") for spec in TOPICS)
-    ensure_topics(kafka_bootstrap, specs)
-    names = {keys[spec.name]: f"{spec.name}.{suffix}" for spec in TOPICS}
-    yield names
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    for future in admin.delete_topics(list(names.values()), operation_timeout=10).values():
-        with contextlib.suppress(Exception):
-            future.result(timeout=15)
+    with fresh_topics(kafka_bootstrap) as names:
+        yield names
 
 
 @pytest.fixture(scope="module")
-def ingest(kafka_bootstrap: str, topics: dict[str, str]) -> Iterator[RunningServer]:
-    running = start_server(config(kafka_bootstrap, topics))
+def pipeline(
+    kafka_bootstrap: str, pg_dsn: str, topics: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Pipeline]:
+    """The real compactor and projector behind ingest, into a schema of this module's: the read model
+    ingest asks which incident an alert group has open."""
+    with fresh_schema(pg_dsn) as schema:
+        pipe = Pipeline(kafka_bootstrap, pg_dsn, schema, topics, tmp_path_factory.mktemp("pipeline"))
+        pipe.compactor()
+        pipe.projector()
+        try:
+            yield pipe
+        finally:
+            pipe.stop_all()
+
+
+@pytest.fixture(scope="module")
+def ingest(kafka_bootstrap: str, topics: dict[str, str], pipeline: Pipeline) -> Iterator[RunningServer]:
+    """group_memory_s=0: ingest forgets its own decisions at once, so a group keeps its thread only
+    through the read model (the projection of what ingest produced), the path a restarted or second
+    ingest takes. The memory alone is tested in test_alerts_topic.py."""
+    cfg = config(
+        kafka_bootstrap,
+        topics,
+        directory_dsn=pipeline.dsn,
+        directory_schema=pipeline.schema,
+        group_memory_s=0.0,
+    )
+    running = start_server(cfg)
     yield running
     running.stop()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def projected(pipe: Pipeline, thread: str, status: str, timeout_s: float = 20.0) -> None:
+    """Wait until the read model holds `thread`'s incident with `status` (and its alert row)."""
+    query = (
+        "SELECT s.status FROM incident_state s JOIN agent_messages a ON a.thread_ts = s.thread_ts"
+        " AND a.role = 'alert' WHERE s.thread_ts = %s"
+    )
+
+    def status_now() -> bool:
+        with pipe.connect() as conn:
+            row = conn.execute(query, (thread,)).fetchone()
+        return row is not None and row[0] == status
+
+    wait_until(status_now, timeout_s, f"incident {thread} {status} in the projection")
 
 
 def alertmanager_yml(ingest_url: str) -> str:
@@ -393,14 +418,17 @@ def test_wrong_token_is_refused_once_and_not_retried(
     assert not alerts_of(tail.seen, name)  # nothing produced for a refused notification
 
 
-def test_partial_resolution_keeps_the_thread(alertmanager: Alertmanager, tail: Tail) -> None:
-    """Found by this real Alertmanager: after the group's earliest alert resolves, the thread moves.
+def test_partial_resolution_keeps_the_thread(
+    alertmanager: Alertmanager, tail: Tail, pipeline: Pipeline
+) -> None:
+    """Found by this real Alertmanager (issue 18): once the group's earliest alert resolves, the thread
+    used to move.
 
     Alertmanager drops a resolved alert from its group once it has notified it, so the group's next
-    notification (a repeat, or the final resolved one) no longer carries the earliest startsAt that
-    thread_ts is derived from: ingest maps it to a new thread (a second AlertReceived alert:0, state
-    open and wake), and the first thread never gets its resolved state. The preconditions below are
-    asserted; only that last step is marked xfail while the mapping is stateless (RELIABILITY.md)."""
+    notification (a repeat, or the final resolved one) no longer carries the earliest startsAt the
+    thread was derived from: a stateless mapping opened a second incident (alert:0, state open, a
+    wake) and the first thread never resolved. Ingest now asks the read model for the group's open
+    incident; then, once that incident is resolved, the group's next alert opens a new thread."""
     name = unique_alertname("AmPartialResolve")
     first_start = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
     second_start = first_start + timedelta(seconds=30)
@@ -410,6 +438,7 @@ def test_partial_resolution_keeps_the_thread(alertmanager: Alertmanager, tail: T
     alertmanager.post(am_alert(name, first_start, until, pod="p1"))
     seen = tail.wait_for("the group's first notification", lambda s: bool(alerts_of(s, name)), alertmanager)
     thread = alerts_of(seen, name)[0].thread_ts
+    projected(pipeline, thread, "open")
     alertmanager.post(am_alert(name, second_start, until, pod="p2"))
     seen = tail.wait_for(
         "a notification with both alerts",
@@ -441,40 +470,55 @@ def test_partial_resolution_keeps_the_thread(alertmanager: Alertmanager, tail: T
         alertmanager,
     )
     repeat = alerts_of(seen, name)[after]
-    assert [a["labels"]["pod"] for a in repeat.alert["alerts"]] == ["p2"]
-    if repeat.thread_ts != thread:
-        moved = repeat.thread_ts
-        assert moved.split(".")[0] == str(int(second_start.timestamp()))  # p2's startsAt, not p1's
-        tail.wait_for("the moved thread's wake", lambda s: bool(of_threads(s, {moved}, Wake)), alertmanager)
-        # ... and the group's resolution lands there too: the first thread stays open
-        alertmanager.post(am_alert(name, second_start, datetime.now(UTC) - timedelta(seconds=1), pod="p2"))
-        seen = tail.wait_for(
-            "the group's resolved notification",
-            lambda s: any(a.status == "resolved" for a in alerts_of(s, name)),
-            alertmanager,
-        )
-        assert {a.thread_ts for a in alerts_of(seen, name) if a.status == "resolved"} == {moved}
-        pytest.xfail(
-            f"known bug: once the earliest alert resolved, the group's next notifications mapped to a new "
-            f"thread {moved} (was {thread}): a second incident opened and woke the agent, and the first "
-            "thread never resolves"
-        )
-    assert {a.thread_ts for a in alerts_of(seen, name)} == {thread}
+    assert [a["labels"]["pod"] for a in repeat.alert["alerts"]] == ["p2"]  # p1's startsAt is gone ...
+    assert (repeat.thread_ts, repeat.message_id) == (thread, f"{thread}:-:alert:0")  # ... the thread stays
+
+    alertmanager.post(am_alert(name, second_start, datetime.now(UTC) - timedelta(seconds=1), pod="p2"))
+    seen = tail.wait_for(
+        "the group's resolved notification",
+        lambda s: any(a.status == "resolved" for a in alerts_of(s, name)),
+        alertmanager,
+    )
+    assert {a.thread_ts for a in alerts_of(seen, name)} == {thread}  # one thread, start to end
+    projected(pipeline, thread, "resolved")
+    threads = {a.thread_ts for a in alerts_of(seen, name)}
+    assert {e.message_id for e in seen if isinstance(e, Wake) and e.thread_ts in threads} == {
+        f"{thread}:-:wake:alert"
+    }  # one incident woke the agent, once
+
+    # A new episode of the same group (same groupKey) after the resolution: a thread of its own.
+    again = datetime.now(UTC).replace(microsecond=0)
+    alertmanager.post(am_alert(name, again, datetime.now(UTC) + timedelta(minutes=5), pod="p3"))
+    seen = tail.wait_for(
+        "the group's next episode",
+        lambda s: any(a.alert["alerts"][0]["labels"]["pod"] == "p3" for a in alerts_of(s, name)),
+        alertmanager,
+    )
+    fresh = next(a for a in alerts_of(seen, name) if a.alert["alerts"][0]["labels"]["pod"] == "p3")
+    assert fresh.alert["groupKey"] == repeat.alert["groupKey"]
+    assert fresh.thread_ts != thread and fresh.thread_ts.split(".")[0] == str(int(again.timestamp()))
+    tail.wait_for(
+        "the new episode's wake", lambda s: bool(of_threads(s, {fresh.thread_ts}, Wake)), alertmanager
+    )
 
 
-def test_earlier_alert_joining_later_keeps_the_thread(alertmanager: Alertmanager, tail: Tail) -> None:
-    """Found by this real Alertmanager: the README's "an earlier-starting alert joins later" is common.
+def test_earlier_alert_joining_later_keeps_the_thread(
+    alertmanager: Alertmanager, tail: Tail, pipeline: Pipeline
+) -> None:
+    """Found by this real Alertmanager (issue 18): "an earlier-starting alert joins later" is common.
 
     An alert whose startsAt is older than group_wait is flushed at once, so alerts posted in ONE
     request (e.g. re-sent by Prometheus after an Alertmanager restart) reached ingest one by one: in a
     probe of 30 such pairs, the first notification held only the later-starting alert 10 times. That
-    is made deterministic here (the later one first); the earlier one's arrival moves the thread."""
+    is made deterministic here (the later one first). The group keeps its thread, and its pinned
+    window: the incident's opening time does not move."""
     name = unique_alertname("AmEarlierJoins")
     early = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
     until = datetime.now(UTC) + timedelta(minutes=5)
     alertmanager.post(am_alert(name, early + timedelta(minutes=4), until, pod="late"))
     seen = tail.wait_for("the group's first notification", lambda s: bool(alerts_of(s, name)), alertmanager)
     thread = alerts_of(seen, name)[0].thread_ts
+    projected(pipeline, thread, "open")
     alertmanager.post(am_alert(name, early, until, pod="early"))
     seen = tail.wait_for(
         "a notification with both alerts",
@@ -483,13 +527,13 @@ def test_earlier_alert_joining_later_keeps_the_thread(alertmanager: Alertmanager
     )
     both = next(a for a in alerts_of(seen, name) if len(a.alert["alerts"]) == 2)
     assert both.alert["groupKey"] == alerts_of(seen, name)[0].alert["groupKey"]  # one group
-    if both.thread_ts != thread:
-        assert both.thread_ts.split(".")[0] == str(int(early.timestamp()))
-        pytest.xfail(
-            f"known limitation: an alert that started earlier joined the group and moved it to thread "
-            f"{both.thread_ts} (was {thread}): a second incident for one Alertmanager group"
-        )
     assert {a.thread_ts for a in alerts_of(seen, name)} == {thread}
+    opened = {
+        e.opened_at
+        for e in of_threads(seen, {thread}, IncidentStateChanged)
+        if isinstance(e, IncidentStateChanged)
+    }
+    assert opened == {early + timedelta(minutes=4)}
 
 
 # ---------------------------------------------------------------- deploy/local/gobin.py without the network

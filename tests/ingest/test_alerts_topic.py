@@ -14,9 +14,7 @@ from schemas.events import AlertReceived, DeadLetter, Wake
 from schemas.topics import TopicSpec, ensure_topics
 from services.ingest.main import workers_for
 
-from .helpers import alert_payload, config, dumps, read_events, read_topic, start_server
-
-pytestmark = pytest.mark.stack
+from .helpers import alert_payload, config, dumps, group_notification, read_events, read_topic, start_server
 
 
 @pytest.fixture
@@ -76,3 +74,44 @@ def _wait_committed(bootstrap: str, group: str, topic: str, total: int, timeout_
         return done
     finally:
         consumer.close()
+
+
+def test_a_groups_history_in_one_batch_keeps_one_thread_per_episode(
+    kafka_bootstrap: str, topic_names: dict[str, str], user_topic: str
+) -> None:
+    """A replay of a user's alerts topic hands a group's whole history to one consumer in one batch,
+    before any of it is projected. With no read model at all (no DSN), ingest's own memory of its
+    decisions keeps the group on one thread until it resolves (issue 18): here the earliest alert
+    resolves first, so a stateless mapping would open a second incident."""
+    key = f"kafka-history-{uuid.uuid4().hex[:6]}"
+    t0, t1, t2 = "2026-03-14T09:00:00Z", "2026-03-14T09:00:30Z", "2026-03-14T11:00:00Z"
+    partial = group_notification("firing", key, t0, t1)
+    partial["alerts"][0].update(status="resolved", endsAt="2026-03-14T09:10:00Z")
+    history = [
+        group_notification("firing", key, t0),
+        group_notification("firing", key, t0, t1),
+        partial,  # "some alerts resolved": p0 goes, p1 stays
+        group_notification("firing", key, t1),  # the repeat: p0's startsAt is gone
+        group_notification("resolved", key, t1, ends="2026-03-14T09:20:00Z"),
+        group_notification("firing", key, t2),  # the next episode
+    ]
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for payload in history:
+        producer.produce(user_topic, key=key.encode(), value=dumps(payload))
+    assert producer.flush(10) == 0
+
+    group = f"ingest-alerts-{uuid.uuid4().hex[:8]}"
+    server = start_server(
+        config(kafka_bootstrap, topic_names), lambda ingest: workers_for(ingest, user_topic, group)
+    )
+    try:
+        events = read_events(kafka_bootstrap, topic_names["events"], 2 * len(history))
+        wakes = read_events(kafka_bootstrap, topic_names["wake"], 5)
+    finally:
+        server.stop()
+    alerts = [e for e in events if isinstance(e, AlertReceived)]
+    assert len(alerts) == len(history)
+    threads = [a.thread_ts for a in alerts]
+    assert len(set(threads[:5])) == 1 and threads[5] != threads[0]
+    assert threads[0].startswith("1773478800.") and threads[5].startswith("1773486000.")  # t0's and t2's
+    assert {w.thread_ts for w in wakes} == {threads[0], threads[5]}

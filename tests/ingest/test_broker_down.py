@@ -29,6 +29,7 @@ def server() -> Iterator[RunningServer]:
     running.stop()
 
 
+@pytest.mark.slow
 def test_slack_event_gets_503_and_is_not_marked_seen(server: RunningServer) -> None:
     body = dumps(envelope(mention(slack_ts(), slack_ts(1)), event_id="Ev0DOWN01"))
     first = httpx.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
@@ -42,6 +43,7 @@ def test_slack_event_gets_503_and_is_not_marked_seen(server: RunningServer) -> N
     assert server.metric("ingest_produce_failures_total", reason="ack_timeout") == 2
 
 
+@pytest.mark.slow
 def test_alertmanager_gets_503(server: RunningServer) -> None:
     response = httpx.post(
         f"{server.url}/alertmanager", json=alert_payload(), headers={"Authorization": f"Bearer {TOKEN}"}
@@ -49,6 +51,7 @@ def test_alertmanager_gets_503(server: RunningServer) -> None:
     assert response.status_code == 503  # Alertmanager retries a 5xx
 
 
+@pytest.mark.slow
 def test_healthz_reports_the_broker_unreachable(server: RunningServer) -> None:
     response = httpx.get(f"{server.url}/healthz", timeout=10)
     assert response.status_code == 503 and response.json()["error"] == "broker_unreachable"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from deploy.local.ports import free_port
 
 from .helpers import BOT, SECRET, dumps, envelope, mention, signed_headers, slack_ts, topic_count
 
@@ -35,11 +36,10 @@ def test_missing_secret_is_one_line_and_exit_1(env: dict[str, str], missing: str
     assert len(lines) == 1 and missing in lines[0] and lines[0].startswith("incident-memory ingest:")
 
 
-@pytest.mark.stack
 def test_the_cli_serves_logs_json_and_exits_cleanly_on_sigterm(
     kafka_bootstrap: str, topic_names: dict[str, str], tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "SLACK_SIGNING_SECRET": SECRET,
@@ -82,9 +82,3 @@ def test_the_cli_serves_logs_json_and_exits_cleanly_on_sigterm(
     }
     assert all(r["service"] == "ingest" for r in records)
     assert topic_count(kafka_bootstrap, topic_names["wake"]) == 1
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

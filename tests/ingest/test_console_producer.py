@@ -25,8 +25,6 @@ from services.ingest.main import workers_for
 
 from .helpers import alert_payload, config, read_events, read_topic, start_server, topic_count
 
-pytestmark = pytest.mark.stack
-
 CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"  # bin/kafka-console-producer.sh
 
 

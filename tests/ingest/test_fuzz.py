@@ -58,6 +58,7 @@ def offline_server() -> Iterator[RunningServer]:
     running.stop()
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     path=st.sampled_from(["/slack/events", "/alertmanager"]),
@@ -74,7 +75,6 @@ def test_unauthenticated_garbage_is_a_4xx_and_produces_nothing(
     assert offline_server.metric("ingest_produce_attempts_total", topic="incident.wake") == 0
 
 
-@pytest.mark.stack
 @FUZZ
 @given(data=st.data())
 def test_signed_arbitrary_slack_bodies_never_give_a_5xx(
@@ -122,7 +122,6 @@ def _stop_servers() -> Iterator[None]:
     _SERVERS.clear()
 
 
-@pytest.mark.stack
 def test_rejected_signed_input_left_the_topics_empty(
     kafka_bootstrap: str, topic_names: dict[str, str]
 ) -> None:

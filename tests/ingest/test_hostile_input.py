@@ -138,6 +138,7 @@ def test_one_size_end_to_end() -> None:
         )
 
 
+@pytest.mark.slow
 def test_metric_labels_stay_a_closed_set(server: RunningServer) -> None:
     """5,000 made-up event types used to grow /metrics by 1.3 MB: one label value per type."""
     before = len(httpx.get(f"{server.url}/metrics").content)
@@ -217,6 +218,7 @@ def _text(value: Any) -> str:
     return json.dumps(value)  # writes NaN, Infinity and \udXXX escapes: what a hostile sender sends
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_fuzz_alerts_with_extreme_values_never_give_a_5xx(server: RunningServer, data: st.DataObject) -> None:
@@ -241,6 +243,7 @@ def test_fuzz_alerts_with_extreme_values_never_give_a_5xx(server: RunningServer,
     assert isinstance(response.json().get("error", ""), str)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_fuzz_signed_slack_bodies_with_extreme_values_never_give_a_5xx(
@@ -258,6 +261,7 @@ def test_fuzz_signed_slack_bodies_with_extreme_values_never_give_a_5xx(
     assert response.status_code != 500 and response.status_code < 504, (response.status_code, response.text)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(body=st.binary(max_size=512))
 def test_fuzz_raw_bytes_never_give_a_5xx(server: RunningServer, body: bytes) -> None:

@@ -28,8 +28,6 @@ from .helpers import (
     topic_count,
 )
 
-pytestmark = pytest.mark.stack
-
 
 @pytest.fixture
 def server(kafka_bootstrap: str, topic_names: dict[str, str]) -> Iterator[RunningServer]:

@@ -21,6 +21,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from deploy.local.ports import free_port
+
 from .helpers import CLOSED_PORT_BOOTSTRAP, SECRET, TOKEN, dumps, signed_headers
 
 TIMEOUT = 1.0  # the header, body and keep-alive timeouts of the server under test
@@ -47,14 +49,8 @@ class Ingest:
         return 0.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _start(tmp: Path, *flags: str) -> Ingest:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "SLACK_SIGNING_SECRET": SECRET, "ALERTMANAGER_TOKEN": TOKEN}
     argv = [sys.executable, "-m", "services.cli", "ingest", "--port", str(port),
             "--bootstrap-servers", CLOSED_PORT_BOOTSTRAP, "--log-level", "WARNING", *flags]  # fmt: skip
@@ -202,6 +198,7 @@ def test_more_than_100_headers_is_431_and_100_are_served(ingest: Ingest) -> None
     assert ingest.metric("ingest_http_refused_total", status="431", reason="too_many_headers") == before + 1
 
 
+@pytest.mark.slow
 def test_slowloris_headers_are_408_after_the_header_timeout(ingest: Ingest) -> None:
     """One header line every 0.2 s (each resets an idle timer, none ends the head)."""
     before = ingest.metric("ingest_http_refused_total", status="408", reason="header_timeout")
@@ -226,6 +223,7 @@ def test_slowloris_headers_are_408_after_the_header_timeout(ingest: Ingest) -> N
     assert ingest.metric("ingest_http_refused_total", status="408", reason="header_timeout") == before + 1
 
 
+@pytest.mark.slow
 def test_a_connection_that_sends_nothing_is_closed_after_the_keep_alive_timeout(ingest: Ingest) -> None:
     before = ingest.metric("ingest_http_closed_total", reason="idle")
     with ingest.connect() as sock:
@@ -233,6 +231,7 @@ def test_a_connection_that_sends_nothing_is_closed_after_the_keep_alive_timeout(
     assert ingest.metric("ingest_http_closed_total", reason="idle") == before + 1
 
 
+@pytest.mark.slow
 def test_an_idle_keep_alive_connection_is_closed_after_the_timeout(ingest: Ingest) -> None:
     with ingest.connect() as sock:
         sock.sendall(GET + b"\r\n")
@@ -243,6 +242,7 @@ def test_an_idle_keep_alive_connection_is_closed_after_the_timeout(ingest: Inges
         assert _wait_closed(sock, TIMEOUT + 2) < TIMEOUT + 1.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("path", "auth"),
     [("/alertmanager", f"Authorization: Bearer {TOKEN}\r\n".encode()), ("/slack/events", b"")],
@@ -292,6 +292,7 @@ def test_malformed_http_is_400_and_counted(ingest: Ingest) -> None:
     assert ingest.metric("ingest_http_refused_total", status="400", reason="bad_http") == before + 1
 
 
+@pytest.mark.slow
 def test_over_max_connections_new_requests_get_503_and_are_counted(tmp_path: Path) -> None:
     server = _start(tmp_path, "--max-connections", "3")
     try:

@@ -11,8 +11,6 @@ import pytest
 from benchmarks.bench_ingest import run
 from services.runtime.settings import Settings
 
-pytestmark = pytest.mark.stack
-
 
 def test_two_seconds_at_1000_rps_lose_nothing(stack: Settings) -> None:
     result = run(stack, duration_s=2.0, rate=1000.0)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schemas.events import AlertReceived, HumanMessage, IncidentStateChanged, Wake
-from services.ingest.alerts import Window, group_thread_ts, map_webhook, parse_time
+from services.ingest.alerts import KnownIncident, Window, group_thread_ts, map_webhook, parse_time
 from services.ingest.planned import SLACK_TS, parse_json_object, ts_to_datetime
 from services.ingest.rejections import Ignored, Rejected
 from services.ingest.slack_events import Callback, Challenge, map_payload
 
-from .helpers import BOT, alert_payload, envelope, mention, message
+from .helpers import BOT, alert_payload, envelope, group_notification, mention, message
 
 TS = "1710408413.000100"  # the Slack thread's ts
 T = f"C123ABC456-{TS}"  # its key in the pipeline: a Slack ts is unique only within its channel
@@ -260,3 +263,130 @@ def test_rfc3339_with_nanoseconds_and_offsets() -> None:
         2026, 3, 14, 9, 26, 53, 123456, tzinfo=UTC
     )
     assert parse_time("2026-03-14T10:26:53+01:00", "t") == datetime(2026, 3, 14, 9, 26, 53, tzinfo=UTC)
+
+
+# ---- a group keeps its thread while open (issue 18: what a real Alertmanager showed) ------------------
+
+
+def _events(group: Any) -> list[str]:
+    return [p.event.model_dump_json() for p in group.planned]
+
+
+def test_an_open_group_keeps_its_thread_when_its_earliest_alert_has_left() -> None:
+    """Alertmanager drops a resolved alert from the group once notified: the next notification's
+    earliest startsAt is a later alert's. Knowing the open incident, it maps to the same thread, with
+    the very same alert:0, state:open and wake events (the repeat is a no-op downstream)."""
+    first = map_webhook(
+        group_notification("firing", "g", "2026-03-14T09:00:00Z", "2026-03-14T09:00:30Z"), Window()
+    )
+    assert first.incident is not None and first.incident.resolved_at is None
+    later = group_notification("firing", "g", "2026-03-14T09:00:30Z")
+    stateless = map_webhook(later, Window())
+    assert stateless.thread_ts != first.thread_ts  # the bug, without the group's incident
+    known = map_webhook(later, Window(), lambda key: first.incident if key == "g" else None)
+    assert known.thread_ts == first.thread_ts
+    assert [p.event.message_id for p in known.planned] == [p.event.message_id for p in first.planned]
+    state, first_state = known.planned[1].event, first.planned[1].event
+    assert isinstance(state, IncidentStateChanged) and isinstance(first_state, IncidentStateChanged)
+    assert (state.opened_at, state.window_start, state.event_time) == (
+        first_state.opened_at,
+        first_state.window_start,
+        first_state.event_time,
+    )
+    resolved = map_webhook(
+        group_notification("resolved", "g", "2026-03-14T09:00:30Z", ends="2026-03-14T09:20:00Z"),
+        Window(),
+        lambda key: known.incident,
+    )
+    assert resolved.thread_ts == first.thread_ts and resolved.planned[1].event.message_id.endswith(
+        "state:resolved"
+    )
+    assert resolved.incident is not None
+    assert resolved.incident.resolved_at == datetime(2026, 3, 14, 9, 20, tzinfo=UTC)
+
+
+def test_an_earlier_alert_joining_an_open_group_keeps_its_thread_and_window() -> None:
+    first = map_webhook(group_notification("firing", "g", "2026-03-14T09:10:00Z"), Window())
+    joined = map_webhook(
+        group_notification("firing", "g", "2026-03-14T09:00:00Z", "2026-03-14T09:10:00Z"),
+        Window(),
+        lambda _: first.incident,
+    )
+    assert joined.thread_ts == first.thread_ts
+    assert (
+        _events(joined)[1:] == _events(first)[1:]
+    )  # state and wake identical; alert:0 carries the new payload
+
+
+def test_after_resolution_a_resend_keeps_the_old_thread_and_a_new_episode_opens_a_new_one() -> None:
+    opened = map_webhook(group_notification("firing", "g", "2026-03-14T09:00:00Z"), Window())
+    resolved = map_webhook(
+        group_notification("resolved", "g", "2026-03-14T09:00:00Z", ends="2026-03-14T09:20:00Z"),
+        Window(),
+        lambda _: opened.incident,
+    )
+    late_resend = map_webhook(
+        group_notification("firing", "g", "2026-03-14T09:00:00Z"), Window(), lambda _: resolved.incident
+    )
+    assert late_resend.thread_ts == opened.thread_ts  # the episode's own ids: deduplicated downstream
+    again = map_webhook(
+        group_notification("firing", "g", "2026-03-14T10:00:00Z"), Window(), lambda _: resolved.incident
+    )
+    assert again.thread_ts != opened.thread_ts
+    assert again.thread_ts == group_thread_ts("g", datetime(2026, 3, 14, 10, tzinfo=UTC))
+    assert again.incident is not None and again.incident.resolved_at is None
+
+
+def test_the_group_lookup_is_not_called_for_malformed_input() -> None:
+    calls: list[str] = []
+    payload = group_notification("resolved", "g", "2026-03-14T09:00:00Z", ends="yesterday")
+    with pytest.raises(Rejected):
+        map_webhook(payload, Window(), lambda key: calls.append(key) or None)  # type: ignore[func-returns-value]
+    assert calls == []
+
+
+def _always(incident: KnownIncident | None) -> Callable[[str], KnownIncident | None]:
+    return lambda _: incident
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 600), st.integers(1, 900)), min_size=1, max_size=30))
+def test_one_thread_per_episode_of_a_group_whatever_the_order(steps: list[tuple[bool, int, int]]) -> None:
+    """A model of how Alertmanager notifies one group: after each change it sends the active alerts
+    plus the ones resolved since the last notification (then drops those); when none is active the
+    notification is "resolved" and the episode ends. Alerts join with a startsAt up to 10 minutes in the
+    past (possibly before every other alert of the group), and resolve in any order. Every notification
+    of an episode must map to that episode's thread, and every episode to a thread of its own."""
+    now = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
+    active: dict[str, datetime] = {}
+    last_end = now - timedelta(days=1)
+    known = None
+    threads: list[set[str]] = [set()]
+    for n, (join, back_s, wait_s) in enumerate(steps):
+        now += timedelta(seconds=wait_s)
+        if join or not active:
+            active[f"p{n}"] = max(now - timedelta(seconds=back_s), last_end + timedelta(seconds=1))
+            payload = group_notification("firing", "g", *(_iso(s) for s in active.values()))
+        else:
+            gone = sorted(active)[back_s % len(active)]
+            started = active.pop(gone)
+            payload = group_notification(
+                "firing" if active else "resolved", "g", _iso(started), ends=_iso(now)
+            )
+            payload["alerts"][0]["status"] = "resolved"
+            for s in active.values():
+                payload["alerts"].append({**payload["alerts"][0], "status": "firing", "startsAt": _iso(s)})
+                payload["alerts"][-1]["endsAt"] = "0001-01-01T00:00:00Z"
+        group = map_webhook(payload, Window(), _always(known))
+        known = group.incident
+        threads[-1].add(group.thread_ts)
+        if group.status == "resolved":
+            last_end = now
+            threads.append(set())
+    episodes = [t for t in threads if t]
+    assert all(len(t) == 1 for t in episodes), episodes
+    assert len({next(iter(t)) for t in episodes}) == len(episodes)

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from deploy.local.ports import free_port
 from deploy.local.slack_standin import DEFAULT_CHANNEL, HUMAN_USER, SlackStandin, running
 from schemas.events import HumanMessage, Wake, parse_event
 
@@ -48,12 +48,6 @@ def eventually(check: Callable[[], bool], timeout: float = 20.0, what: str = "co
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met within {timeout} s")
         time.sleep(0.02)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -155,7 +149,6 @@ def slack() -> Iterator[SlackStandin]:
 # --- 1. a thread reply -----------------------------------------------------------------------------------
 
 
-@pytest.mark.stack
 def test_thread_reply_is_one_human_message_acked_only_after_the_broker(
     slack: SlackStandin, kafka_bootstrap: str, topic_names: dict[str, str], tmp_path: Path
 ) -> None:
@@ -207,7 +200,6 @@ def test_thread_reply_is_one_human_message_acked_only_after_the_broker(
 # --- 2. a mention ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.stack
 def test_app_mention_becomes_a_human_message_and_a_wake(
     slack: SlackStandin, kafka_bootstrap: str, topic_names: dict[str, str], tmp_path: Path
 ) -> None:
@@ -241,7 +233,6 @@ def test_app_mention_becomes_a_human_message_and_a_wake(
 # --- 3. retries and redelivery ---------------------------------------------------------------------------
 
 
-@pytest.mark.stack
 def test_a_retried_event_produces_no_second_event(
     slack: SlackStandin, kafka_bootstrap: str, topic_names: dict[str, str], tmp_path: Path
 ) -> None:
@@ -257,7 +248,6 @@ def test_a_retried_event_produces_no_second_event(
     assert len(read_topic(kafka_bootstrap, topic_names["events"], 2, timeout_s=3)) == 1
 
 
-@pytest.mark.stack
 def test_an_envelope_not_acked_in_time_is_redelivered_and_yields_one_event(
     kafka_bootstrap: str, topic_names: dict[str, str], tmp_path: Path
 ) -> None:
@@ -285,6 +275,7 @@ def test_an_envelope_not_acked_in_time_is_redelivered_and_yields_one_event(
     assert len(read_topic(kafka_bootstrap, topic_names["events"], 2, timeout_s=3)) == 1
 
 
+@pytest.mark.slow
 def test_broker_down_leaves_the_envelope_unacked_for_slack_to_redeliver(
     topic_names_offline: dict[str, str], tmp_path: Path
 ) -> None:
@@ -325,7 +316,6 @@ def topic_names_offline() -> dict[str, str]:
 # --- 4. reconnecting -------------------------------------------------------------------------------------
 
 
-@pytest.mark.stack
 @pytest.mark.parametrize("reason", ["refresh_requested", None], ids=["disconnect-frame", "dropped"])
 def test_after_a_forced_disconnect_it_reconnects_and_the_next_envelope_flows(
     slack: SlackStandin,
@@ -354,6 +344,7 @@ def test_after_a_forced_disconnect_it_reconnects_and_the_next_envelope_flows(
 # --- 5. a bad app token ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("token", "api_url", "needle"),
     [
@@ -400,7 +391,6 @@ def test_a_bad_app_token_fails_at_start_in_one_line(token: str, api_url: str | N
 # --- settled envelopes: ignored, rejected, not handled --------------------------------------------------
 
 
-@pytest.mark.stack
 def test_settled_envelopes_are_acked_counted_and_produce_nothing(
     slack: SlackStandin, kafka_bootstrap: str, topic_names: dict[str, str], tmp_path: Path
 ) -> None:

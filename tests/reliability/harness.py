@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,16 +23,11 @@ import psycopg
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks.bench_projector import interleave, synthetic_thread
+from deploy.local.ports import free_port as free_port
 from schemas.events import CompactedToolResult, EventBase, ToolResult, canonical_json, parse_event
 from services.runtime.kafka import producer_config
 
 CLI = str(Path(sys.executable).parent / "incident-memory")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.1) -> Any:

@@ -20,7 +20,7 @@ from schemas.events import EventBase, RoundCommitted, ToolResult, canonical_json
 
 from .harness import Pipeline, assert_compacts_identical, check_invariants, read_all, wait_until
 
-pytestmark = [pytest.mark.stack, pytest.mark.reliability]
+pytestmark = pytest.mark.reliability
 ROUND_1 = SEED_SHAPE[:9]  # alert, ai (3 tool calls), 3 tool, ai, ai, judge, post
 
 

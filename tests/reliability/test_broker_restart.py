@@ -35,7 +35,7 @@ from .harness import (
     wait_until,
 )
 
-pytestmark = [pytest.mark.stack, pytest.mark.reliability]
+pytestmark = pytest.mark.reliability
 
 
 @dataclass

@@ -56,7 +56,7 @@ from .harness import (
 from .test_broker_restart import listener_port
 from .test_ingest_kill import BOT, CHANNEL, SECRET, TOKEN, signed_headers, slack_message
 
-pytestmark = [pytest.mark.stack, pytest.mark.reliability]
+pytestmark = pytest.mark.reliability
 
 RAW_RATE = 40.0  # raw events/s (tool results, rounds) produced onto the events topic
 SLACK_RATE = 10.0  # Slack messages/s posted to ingest (one at a time, so fewer while ingest answers 503)

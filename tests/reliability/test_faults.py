@@ -18,7 +18,7 @@ from .harness import (
     wait_until,
 )
 
-pytestmark = [pytest.mark.stack, pytest.mark.reliability]
+pytestmark = pytest.mark.reliability
 
 
 @pytest.mark.fast

@@ -15,7 +15,7 @@ from services.compactor.stream import Compacted, process
 
 from .harness import Pipeline, dead_letters, produce, produce_events, raw_thread, read_all, wait_until
 
-pytestmark = [pytest.mark.stack, pytest.mark.reliability]
+pytestmark = pytest.mark.reliability
 NOW = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
 
 

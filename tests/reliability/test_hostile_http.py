@@ -23,7 +23,7 @@ from services.ingest.slack_signature import sign
 
 from .harness import Pipeline, free_port, read_all, wait_until
 
-pytestmark = [pytest.mark.stack, pytest.mark.reliability]
+pytestmark = pytest.mark.reliability
 SECRET, TOKEN, BOT = "8f742231b10e8888abcd99yyyzzz85a5", "am-test-token", "U0LAN0Z89"
 ROOT = Path(__file__).resolve().parents[2]
 ATTACK_S = float(os.environ.get("HOSTILE_ATTACK_S", "30"))  # > the 10 s header timeout: slowloris cycles

@@ -15,7 +15,7 @@ from services.ingest.slack_signature import sign
 
 from .harness import Pipeline, check_invariants, free_port, wait_until
 
-pytestmark = [pytest.mark.stack, pytest.mark.reliability]
+pytestmark = pytest.mark.reliability
 SECRET, TOKEN, BOT = "8f742231b10e8888abcd99yyyzzz85a5", "am-test-token", "U0LAN0Z89"
 
 

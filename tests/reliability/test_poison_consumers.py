@@ -27,7 +27,7 @@ from schemas.topics import TopicSpec, ensure_topics
 
 from .harness import Pipeline, dead_letters, free_port, produce, read_all, wait_until
 
-pytestmark = [pytest.mark.stack, pytest.mark.reliability]
+pytestmark = pytest.mark.reliability
 BIG = {"message.max.bytes": 8 * 1024 * 1024}  # the poisoning producer's own limit, not the broker's
 OVER_1_MIB = 2 * 1024 * 1024
 

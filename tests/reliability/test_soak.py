@@ -24,7 +24,7 @@ from schemas.events import CompactedToolResult, EventBase, ToolResult
 
 from .harness import CLI, LagSampler, Pipeline, check_invariants, expected_ids, produce_events, raw_thread
 
-pytestmark = [pytest.mark.stack, pytest.mark.reliability]
+pytestmark = pytest.mark.reliability
 
 
 def _raw(events: list[EventBase]) -> list[EventBase]:

@@ -8,23 +8,16 @@ default channel. Pure.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from services.runtime.errors import UserFacingError
+from services.runtime.loading import json_object_setting
 
 
 def parse_routes(text: str | None) -> list[tuple[str, str, str]]:
     """(kind, value, channel) rules from the JSON object in SLACK_ROUTES; a one-line error if malformed."""
-    if not text or not text.strip():
-        return []
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserFacingError(f"SLACK_ROUTES is not a JSON object: {exc}") from None
-    if not isinstance(value, dict):
-        raise UserFacingError("SLACK_ROUTES is not a JSON object")
+    value = json_object_setting("SLACK_ROUTES", text or "")
     rules = []
     for key, channel in value.items():
         name, eq, wanted = str(key).partition("=")

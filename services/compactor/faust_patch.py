@@ -1,0 +1,142 @@
+"""faust-streaming 0.15.3, patched where it loses or duplicates records (the worker uses `PatchedTransport`).
+
+Every fix here reads faust's and aiokafka's internals (`_getmany`, `_settings_extra`, the flow control
+around recovery), so it is right for the faust version it was written for and no other: importing this
+module under another faust-streaming version stops with one line, instead of running a patch over code
+that may have moved. To upgrade faust: re-read each hole below against the new code, re-run
+tests/compactor/test_seek_guard.py, test_two_worker_duplicates.py and test_producer_idempotence.py, then
+change FAUST_VERSION (and the pin in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, ClassVar
+
+import faust
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP, ConsumerT, ProducerT
+
+from services.runtime.errors import UserFacingError
+from services.runtime.logs import about
+
+FAUST_VERSION = "0.15.3"  # what every patch below was written against (pyproject.toml pins it)
+
+if faust.__version__ != FAUST_VERSION:
+    raise UserFacingError(
+        f"faust-streaming {faust.__version__} is installed, but the compactor's faust patch "
+        f"(services/compactor/faust_patch.py) was written for {FAUST_VERSION}: install {FAUST_VERSION}"
+    )
+
+log = logging.getLogger("incident_memory.compactor")
+
+
+class NoLossConsumer(faust_aiokafka.Consumer):
+    """faust's aiokafka consumer, closing two holes that lose records of a new consumer group.
+
+    Found on the replay (a new app id = a new group, a selections changelog that is not
+    empty): the first record(s) of a partition never came out. faust 0.15.3 drops records
+    it has already fetched in two places and counts on `perform_seek` to read them again,
+    but aiokafka's `seek_to_committed` only seeks when the committed offset is > 0: with no
+    committed offset (a new group) the position stays past them and they are lost
+    (invariant 12).
+
+    1. `getmany` hands the consumer thread faust's *live* set of active partitions. When
+       recovery pauses the changelog partitions while that call is queued, the set is empty
+       by the time aiokafka runs, and aiokafka's fetcher reads an empty set as "every
+       partition": it returns (and moves past) the stream records, and faust drops them
+       because they are not active. `_getmany` below passes a snapshot, and never an empty one.
+    2. `Recovery.on_recovery_completed` resumes the stream partitions, awaits `perform_seek`
+       (records fetched meanwhile are queued for the agent), then `app.flow_control.resume()`
+       clears the stream queues. Stream (non-changelog) partitions resumed there are held
+       back until `resume_flow()`, which faust calls right after that clear: nothing of theirs
+       is fetched into a queue that is about to be cleared, and their order is kept. faust's
+       pause/resume only choose which partitions `getmany` asks for, so holding costs nothing.
+    3. On a rebalance, faust clears the records it had fetched but not processed and seeks
+       every partition to its committed offset (`perform_seek`). For a partition the worker
+       keeps, the first records fetched after that seek sometimes still come from the old
+       position (a fetch issued before the seek), so the cleared records between the two
+       are skipped: 1-4 records in about 1 rebalance in 15 under load
+       (tests/compactor/test_two_worker_duplicates.py). `getmany` below compares each
+       partition's first record after a seek with the offset it was sought to; when the
+       record is past it, it drops that partition's records from the batch and seeks again.
+       The records in between are then read again (repeats, never gaps). Only the first
+       record after a seek is checked, so a real gap (transaction markers) is never re-read
+       twice.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held: set[TP] = set()
+        self._resume_at: dict[TP, int] = {}  # stream partition -> committed offset it was just sought to
+
+    async def perform_seek(self) -> None:
+        await super().perform_seek()
+        self._resume_at = {
+            tp: offset
+            for tp, offset in self._committed_offset.items()
+            if offset is not None and not self._is_changelog_tp(tp)
+        }
+
+    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
+        """faust's getmany, minus records from a position the last seek did not take (hole 3)."""
+        stale: set[TP] = set()
+        async for tp, message in super().getmany(timeout):
+            if tp in stale:
+                continue
+            sought = self._resume_at.pop(tp, None)
+            if sought is not None and message.offset > sought:
+                log.warning(
+                    "records after a seek start past it: reading the partition again from the seek",
+                    extra=about(None, None, partition=tp.partition, offset=message.offset, sought=sought),
+                )
+                stale.add(tp)
+                await self.seek(tp, sought)
+                continue
+            yield tp, message
+
+    async def _getmany(self, active_partitions: set[TP] | None, timeout: float) -> Any:
+        if active_partitions is not None:
+            active_partitions = set(active_partitions)  # a snapshot, not faust's live set
+            if not active_partitions:
+                await asyncio.sleep(min(timeout, 0.1))
+                return {}
+        return await super()._getmany(active_partitions, timeout)
+
+    def pause_partitions(self, tps: Iterable[TP]) -> None:
+        tpset = set(tps)
+        self._held.difference_update(tpset)
+        super().pause_partitions(tpset)
+
+    def resume_partitions(self, tps: Iterable[TP]) -> None:
+        tpset = set(tps)
+        stream = {tp for tp in tpset if not self._is_changelog_tp(tp)}
+        self._held.update(stream)  # still paused: resumed by resume_flow()
+        super().resume_partitions(tpset - stream)
+
+    def resume_flow(self) -> None:
+        super().resume_flow()
+        held, self._held = self._held, set()
+        assigned = self.assignment()
+        if held & assigned:
+            super().resume_partitions(held & assigned)
+
+
+class IdempotentProducer(faust_aiokafka.Producer):
+    """faust's aiokafka producer with acks=all and idempotence, always.
+
+    faust 0.15.3 asks aiokafka for idempotence only inside a transaction (`_settings_extra`, under
+    exactly_once). Under at_least_once, a batch whose ack was lost (a broker killed mid-request, a
+    leader moving) is sent again and written twice; with idempotence the broker recognises the retry
+    by producer id and sequence number and keeps one copy. The threaded producer and every
+    transactional producer read the same settings."""
+
+    def _settings_extra(self) -> dict[str, Any]:
+        return {**super()._settings_extra(), "acks": "all", "enable_idempotence": True}
+
+
+class PatchedTransport(faust_aiokafka.Transport):
+    Consumer: ClassVar[type[ConsumerT]] = NoLossConsumer
+    Producer: ClassVar[type[ProducerT]] = IdempotentProducer
