@@ -11,8 +11,9 @@ from types import FrameType
 import psycopg
 
 from schemas import topics
+from services.projector.config import DEFAULT_BATCH_SIZE, DEFAULT_GROUP, ProjectorConfig
 from services.projector.metrics import Metrics
-from services.projector.projector import DEFAULT_BATCH_SIZE, DEFAULT_GROUP, Projector, ProjectorConfig
+from services.projector.projector import Projector
 from services.runtime.checks import check_kafka, check_kafka_access
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import configure_logging

@@ -2,7 +2,8 @@
 
 Keeping the mapping pure means a replay, a retry and a live run all derive the
 same operations from the same event (invariant 8), and it can be tested without
-Kafka or Postgres. The SQL that carries the operations out lives in `store.py`.
+Kafka or Postgres. The write plans (`plan_copy.py`, `plan_in_order.py`) carry the operations out
+through `sql.py`.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class Row:
     compact: str | None
     tokens: int
     created_at: datetime
-    # The ids of an ai row's tool calls (what COMMIT_ROUND reads from content), so a round whose
+    # The ids of an ai row's tool calls (what the round check reads from content), so a round whose
     # marker arrives in the same batch can be verified without a round trip.
     call_ids: tuple[str, ...] = ()
 

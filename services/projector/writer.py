@@ -16,116 +16,44 @@ The policy, in order:
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from confluent_kafka import KafkaError, Message, Producer
-from pydantic import TypeAdapter
 
-from schemas.events import DeadLetter, EventBase, EventDecodeError, ThreadEvent, parse_event
+from schemas.events import DeadLetter
 from services.projector import store
-from services.projector.mapping import (
-    MappingError,
-    Op,
-    map_event,
-    reported_tokens_mismatch,
-)
+from services.projector.decoding import Decoded, Incoming, Prepared, decode, prepare
+from services.projector.gc_pacer import GcPacer
 from services.projector.metrics import Metrics
+from services.projector.plan import Plan
 from services.runtime.kafka import dead_letter
 from services.runtime.logs import about
 
 log = logging.getLogger("projector.writer")
 
-_EVENTS: TypeAdapter[Any] = TypeAdapter(ThreadEvent)
+# Decoding and GC pacing moved to their own modules; they are still importable from here.
+__all__ = [
+    "BatchWriter",
+    "Decoded",
+    "DeliveryFailed",
+    "GcPacer",
+    "Incoming",
+    "OffsetConflict",
+    "Prepared",
+    "Stopped",
+    "WriteOutcome",
+    "decode",
+    "prepare",
+]
+
 DATA_ERRORS = (psycopg.IntegrityError, psycopg.DataError)
 STAGE = "projector"
-
-
-class GcPacer:
-    """Collect garbage every `every_events` events instead of whenever objects pile up.
-
-    A batch keeps thousands of freshly decoded events alive until it commits, so CPython's
-    automatic collector runs again and again over objects that are all still in use; on the
-    projector benchmark that was about half of the time. Inside `paced()` automatic collection
-    is off (process-wide, so nested or concurrent pacers count their users) and what existed
-    before is frozen; `tick(n)` after each batch runs a full collection once `every_events`
-    events or `every_batches` batches have gone by, so cyclic garbage still has a bound.
-    """
-
-    _lock = threading.Lock()
-    _users = 0
-    _was_enabled = True
-
-    # The projector makes no cyclic garbage on its normal path (a collection after 110,000 events
-    # found none), and a collection walks every live object (two batches in hand): so, rarely.
-    def __init__(self, every_events: int = 400_000, every_batches: int = 200) -> None:
-        self.every_events = every_events
-        self.every_batches = every_batches
-        self._events = 0
-        self._batches = 0
-
-    @contextlib.contextmanager
-    def paced(self) -> Iterator[GcPacer]:
-        with GcPacer._lock:
-            if GcPacer._users == 0:
-                GcPacer._was_enabled = gc.isenabled()
-                gc.freeze()
-                gc.disable()
-            GcPacer._users += 1
-        try:
-            yield self
-        finally:
-            with GcPacer._lock:
-                GcPacer._users -= 1
-                if GcPacer._users == 0:
-                    gc.unfreeze()
-                    if GcPacer._was_enabled:
-                        gc.enable()
-
-    def tick(self, events: int) -> None:
-        self._events += events
-        self._batches += 1
-        if self._events >= self.every_events or self._batches >= self.every_batches:
-            self._events = self._batches = 0
-            gc.collect()
-
-
-class Incoming(NamedTuple):
-    """One consumed Kafka record, detached from the client library (a tuple: one is made per
-    record on the consuming thread, and a frozen dataclass costs several times more to make)."""
-
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    received: float  # time.time() when consumed
-
-    @classmethod
-    def from_message(cls, message: Message, received: float) -> Incoming:
-        return cls(message.partition(), message.offset(), message.key(), message.value(), received)  # type: ignore[arg-type]
-
-
-@dataclass
-class Decoded:
-    """One record as the writer needs it: its operations, or why it has none.
-
-    It keeps what the writer reports about the event (thread, id, event time) rather than the
-    event object: two batches of pydantic events held until commit made every GC pass longer.
-    """
-
-    incoming: Incoming
-    ops: list[Op] = field(default_factory=list)
-    error: str | None = None
-    thread_ts: str | None = None
-    message_id: str | None = None
-    event_time: float | None = None  # epoch seconds
-    tokens_mismatch: tuple[int, int] | None = None  # (carried by the event, counted by the projection)
 
 
 class OffsetConflict(Exception):
@@ -138,42 +66,6 @@ class Stopped(Exception):
 
 class DeliveryFailed(Exception):
     """Dead letters could not be flushed to Kafka: do not commit the offsets that skip them."""
-
-
-def decode(incoming: Incoming) -> Decoded:
-    """Parse and map one record; any reason it cannot be projected becomes `error`."""
-    decoded = Decoded(incoming)
-    if incoming.value is None:
-        decoded.error = "empty record (no value)"
-        return decoded
-    try:
-        try:  # the fast path: pydantic parses the bytes itself; parse_event gives the reason otherwise
-            event: EventBase = _EVENTS.validate_json(incoming.value)
-        except ValueError:
-            event = parse_event(incoming.value)
-        decoded.thread_ts, decoded.message_id = event.thread_ts, event.message_id
-        decoded.event_time = event.event_time.timestamp()
-        decoded.ops = map_event(event)
-        decoded.tokens_mismatch = reported_tokens_mismatch(event, decoded.ops)
-    except (EventDecodeError, MappingError) as exc:
-        decoded.error = str(exc)
-        decoded.ops = []
-    return decoded
-
-
-@dataclass(frozen=True)
-class Prepared:
-    decoded: list[Decoded]
-    next_offsets: dict[int, int]
-
-
-def prepare(batch: Sequence[Incoming]) -> Prepared:
-    """Decode and map a batch (pure, no I/O) and compute the offsets it will commit."""
-    decoded = [decode(i) for i in batch]
-    next_offsets: dict[int, int] = {}
-    for i in batch:
-        next_offsets[i.partition] = max(next_offsets.get(i.partition, -1), i.offset + 1)
-    return Prepared(decoded, next_offsets)
 
 
 @dataclass
@@ -199,6 +91,7 @@ class BatchWriter:
         metrics: Metrics | None = None,
         notify: bool = True,
         max_backoff: float = 5.0,
+        plans: Sequence[Plan] = store.PLANS,
     ) -> None:
         self.dsn = dsn
         self.schema = schema
@@ -209,6 +102,7 @@ class BatchWriter:
         self.metrics = metrics
         self.notify = notify
         self.max_backoff = max_backoff
+        self.plans = plans  # the write plans store.apply_batch may choose from (tests pin one)
         self.expected: dict[int, int | None] = {}  # partition -> next offset stored in Postgres (None: none)
         self._conn: psycopg.Connection | None = None
 
@@ -305,6 +199,7 @@ class BatchWriter:
                     next_offsets=next_offsets,
                     schema=self.schema,
                     notify=self.notify,
+                    plans=self.plans,
                 )
                 self._check_offsets(result.stored_offsets, next_offsets)
                 letters = self._letters(decoded, result.rejections)
@@ -334,6 +229,7 @@ class BatchWriter:
                             next_offsets={},
                             schema=self.schema,
                             notify=False,
+                            plans=self.plans,
                         )
                     rejections.extend(one.rejections)
                     rounds += one.rounds_committed
@@ -353,6 +249,7 @@ class BatchWriter:
                 schema=self.schema,
                 notify=self.notify,
                 threads=threads,
+                plans=self.plans,
             )
             self._check_offsets(final.stored_offsets, next_offsets)
             letters = self._letters(decoded, rejections)

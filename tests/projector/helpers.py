@@ -10,14 +10,19 @@ import psycopg
 from schemas.events import EventBase
 from services.projector import store
 from services.projector.mapping import map_event
+from services.projector.plan import Plan
 
 MESSAGE_COLUMNS = "id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at"
 
 
 def apply_events(
-    conn: psycopg.Connection, events: Sequence[EventBase], schema: str, batch: int = 1000
+    conn: psycopg.Connection,
+    events: Sequence[EventBase],
+    schema: str,
+    batch: int = 1000,
+    plans: Sequence[Plan] = store.PLANS,
 ) -> list[store.Rejection]:
-    """Apply events through store.apply_batch, `batch` events per transaction (no Kafka)."""
+    """Apply events through store.apply_batch, `batch` events per transaction (no Kafka), with `plans`."""
     rejections: list[store.Rejection] = []
     for start in range(0, len(events), batch):
         chunk = events[start : start + batch]
@@ -30,6 +35,7 @@ def apply_events(
                 partitions=[0],
                 next_offsets={0: start + len(chunk)},
                 schema=schema,
+                plans=plans,
             )
         rejections.extend(result.rejections)
     return rejections

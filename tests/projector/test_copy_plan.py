@@ -2,7 +2,7 @@
 
 The plan COPYs a batch into a temporary table and publishes a round whose marker is in the
 same batch straight into agent_messages. Every test here compares it with the in-order plan
-(one statement per operation, `fast_plan_applies` forced off) or checks what it must never do.
+(`store.IN_ORDER` alone) or checks what it must never do.
 """
 
 from __future__ import annotations
@@ -23,20 +23,25 @@ from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
 from services.projector import store
 from services.projector.mapping import map_event
+from services.projector.plan import Plan
 from services.projector.writer import BatchWriter, GcPacer, Incoming, prepare
 from services.runtime.kafka import producer_config
 from services.runtime.settings import Settings
 
 from .helpers import messages, read_topic, table
 
-pytestmark = pytest.mark.stack
 T = "1710406800.000100"
 U = "1710406900.000200"
 TABLES = ("round_staging", "incident_state", "tool_digest_cache")
 
 
-def apply(conn: psycopg.Connection, schema: str, batches: Sequence[Sequence[EventBase]]) -> list[int]:
-    """Apply each batch in its own transaction; returns the round_staging inserts of each batch."""
+def apply(
+    conn: psycopg.Connection,
+    schema: str,
+    batches: Sequence[Sequence[EventBase]],
+    plans: Sequence[Plan] = store.PLANS,
+) -> list[int]:
+    """Apply each batch in its own transaction with `plans`; returns the round_staging inserts of each."""
     staged_inserts = []
     offset = 0
     counter = "SELECT pg_stat_get_xact_tuples_inserted('round_staging'::regclass)"
@@ -52,6 +57,7 @@ def apply(conn: psycopg.Connection, schema: str, batches: Sequence[Sequence[Even
                 partitions=[0],
                 next_offsets={0: offset + len(batch)},
                 schema=schema,
+                plans=plans,
             )
             after = conn.execute(counter).fetchone()
             assert before is not None and after is not None
@@ -72,32 +78,27 @@ def reset(conn: psycopg.Connection) -> None:
 
 
 def in_order(
-    conn: psycopg.Connection,
-    schema: str,
-    batches: Sequence[Sequence[EventBase]],
-    monkeypatch: pytest.MonkeyPatch,
+    conn: psycopg.Connection, schema: str, batches: Sequence[Sequence[EventBase]]
 ) -> tuple[Any, ...]:
     reset(conn)
-    with monkeypatch.context() as m:
-        m.setattr(store, "fast_plan_applies", lambda items: False)
-        apply(conn, schema, batches)
+    apply(conn, schema, batches, plans=(store.IN_ORDER,))
     return snapshot(conn)
 
 
 def test_a_round_whose_marker_is_in_the_batch_never_touches_staging(
-    pg_conn: psycopg.Connection, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+    pg_conn: psycopg.Connection, pg_schema: str
 ) -> None:
     events = interleave([synthetic_thread(T), synthetic_thread(U)])
-    assert store.fast_plan_applies([(k, map_event(e)) for k, e in enumerate(events)])
+    assert store.COPY.applies([(k, map_event(e)) for k, e in enumerate(events)])
     (staged_inserts,) = apply(pg_conn, pg_schema, [events])
     assert staged_inserts == 0  # every round completed inside the batch: straight to agent_messages
     copy_plan = snapshot(pg_conn)
     assert len(copy_plan[0]) == 40 and copy_plan[1] == []
-    assert in_order(pg_conn, pg_schema, [events], monkeypatch) == copy_plan
+    assert in_order(pg_conn, pg_schema, [events]) == copy_plan
 
 
 def test_rounds_split_across_batches_with_duplicates_and_a_re_render_equal_the_in_order_plan(
-    pg_conn: psycopg.Connection, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+    pg_conn: psycopg.Connection, pg_schema: str
 ) -> None:
     one = synthetic_round(T, 1, T0 + timedelta(minutes=1))  # ai, 3 tools, ai, ai, judge, post, marker
     two = synthetic_round(U, 1, T0 + timedelta(minutes=2), tools=1)
@@ -119,7 +120,7 @@ def test_rounds_split_across_batches_with_duplicates_and_a_re_render_equal_the_i
         [one[1], *one[3:-1], *two[2:-1], one[2], two[0], one[-1], two[-1]],  # the rest, duplicates, markers
         [*one, *two],  # everything again, after the fact
     ]
-    plans = [store.fast_plan_applies([(k, map_event(e)) for k, e in enumerate(b)]) for b in batches]
+    plans = [store.COPY.applies([(k, map_event(e)) for k, e in enumerate(b)]) for b in batches]
     assert plans == [True, False, True, True]
     staged_inserts = apply(pg_conn, pg_schema, batches)
     assert staged_inserts[0] == 5 and staged_inserts[2] == 0 and staged_inserts[3] == 0
@@ -128,7 +129,7 @@ def test_rounds_split_across_batches_with_duplicates_and_a_re_render_equal_the_i
     assert rows[target][6] == compact  # the staged, re-rendered row was published, not the new copy
     assert copy_plan[1] == []
     assert [r[0] for r in copy_plan[0] if r[1] == T] == [e.message_id for e in one[:-1]]
-    assert in_order(pg_conn, pg_schema, batches, monkeypatch) == copy_plan
+    assert in_order(pg_conn, pg_schema, batches) == copy_plan
 
 
 def test_copy_text_escapes_round_trip(pg_conn: psycopg.Connection, pg_schema: str) -> None:
@@ -155,9 +156,7 @@ def test_copy_text_escapes_round_trip(pg_conn: psycopg.Connection, pg_schema: st
     assert rows[tool.message_id][5] == tool.raw  # type: ignore[attr-defined]
 
 
-def test_state_waves_equal_the_in_order_plan(
-    pg_conn: psycopg.Connection, pg_schema: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_state_waves_equal_the_in_order_plan(pg_conn: psycopg.Connection, pg_schema: str) -> None:
     alert = synthetic_thread(T)[0]
 
     def state(at: timedelta, status: str) -> IncidentStateChanged:
@@ -185,7 +184,7 @@ def test_state_waves_equal_the_in_order_plan(
     copy_plan = snapshot(pg_conn)
     (t_state,) = [s for s in copy_plan[2] if s[0] == T]
     assert t_state[2] == "open" and t_state[6] == T0 - timedelta(minutes=5)  # re-fire keeps opened_at
-    assert in_order(pg_conn, pg_schema, [[e] for e in batch], monkeypatch) == copy_plan
+    assert in_order(pg_conn, pg_schema, [[e] for e in batch]) == copy_plan
 
 
 def partition_0_writer(

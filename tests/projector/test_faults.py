@@ -25,7 +25,6 @@ from services.runtime.settings import Settings
 
 from .helpers import caught_up, high_watermarks, messages, produce_events, stored_offsets, table, wait_until
 
-pytestmark = pytest.mark.stack
 CLI = str(Path(sys.executable).parent / "incident-memory")
 
 

@@ -26,7 +26,6 @@ from .helpers import (
     wait_until,
 )
 
-pytestmark = pytest.mark.stack
 T = "1710406800.000100"
 
 

@@ -6,14 +6,12 @@ import threading
 import time
 
 import psycopg
-import pytest
 
 from benchmarks.bench_projector import T0, synthetic_human, synthetic_round
 from services.projector.readyourwrites import wait_until_projected
 
 from .helpers import apply_events
 
-pytestmark = pytest.mark.stack
 T = "1710406800.000100"
 
 

@@ -11,7 +11,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import psycopg
-import pytest
 from confluent_kafka import Producer
 
 from benchmarks.bench_projector import T0, synthetic_round, synthetic_thread
@@ -25,7 +24,6 @@ from services.runtime.settings import Settings
 
 from .helpers import MESSAGE_COLUMNS, caught_up, high_watermarks, wait_until
 
-pytestmark = pytest.mark.stack
 CLI = str(Path(sys.executable).parent / "incident-memory")
 
 

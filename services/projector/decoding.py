@@ -1,0 +1,87 @@
+"""Kafka records -> projection operations, a batch at a time, with no I/O.
+
+Pure, so the runner can decode the next batch in a helper thread while the writer commits this
+one, and a replay, a retry and a live run derive the same operations from the same records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from confluent_kafka import Message
+from pydantic import TypeAdapter
+
+from schemas.events import EventBase, EventDecodeError, ThreadEvent, parse_event
+from services.projector.mapping import MappingError, Op, map_event, reported_tokens_mismatch
+
+_EVENTS: TypeAdapter[Any] = TypeAdapter(ThreadEvent)
+
+
+class Incoming(NamedTuple):
+    """One consumed Kafka record, detached from the client library (a tuple: one is made per
+    record on the consuming thread, and a frozen dataclass costs several times more to make)."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    received: float  # time.time() when consumed
+
+    @classmethod
+    def from_message(cls, message: Message, received: float) -> Incoming:
+        return cls(message.partition(), message.offset(), message.key(), message.value(), received)  # type: ignore[arg-type]
+
+
+@dataclass
+class Decoded:
+    """One record as the writer needs it: its operations, or why it has none.
+
+    It keeps what the writer reports about the event (thread, id, event time) rather than the
+    event object: two batches of pydantic events held until commit made every GC pass longer.
+    """
+
+    incoming: Incoming
+    ops: list[Op] = field(default_factory=list)
+    error: str | None = None
+    thread_ts: str | None = None
+    message_id: str | None = None
+    event_time: float | None = None  # epoch seconds
+    tokens_mismatch: tuple[int, int] | None = None  # (carried by the event, counted by the projection)
+
+
+def decode(incoming: Incoming) -> Decoded:
+    """Parse and map one record; any reason it cannot be projected becomes `error`."""
+    decoded = Decoded(incoming)
+    if incoming.value is None:
+        decoded.error = "empty record (no value)"
+        return decoded
+    try:
+        try:  # the fast path: pydantic parses the bytes itself; parse_event gives the reason otherwise
+            event: EventBase = _EVENTS.validate_json(incoming.value)
+        except ValueError:
+            event = parse_event(incoming.value)
+        decoded.thread_ts, decoded.message_id = event.thread_ts, event.message_id
+        decoded.event_time = event.event_time.timestamp()
+        decoded.ops = map_event(event)
+        decoded.tokens_mismatch = reported_tokens_mismatch(event, decoded.ops)
+    except (EventDecodeError, MappingError) as exc:
+        decoded.error = str(exc)
+        decoded.ops = []
+    return decoded
+
+
+@dataclass(frozen=True)
+class Prepared:
+    decoded: list[Decoded]
+    next_offsets: dict[int, int]
+
+
+def prepare(batch: Sequence[Incoming]) -> Prepared:
+    """Decode and map a batch (pure, no I/O) and compute the offsets it will commit."""
+    decoded = [decode(i) for i in batch]
+    next_offsets: dict[int, int] = {}
+    for i in batch:
+        next_offsets[i.partition] = max(next_offsets.get(i.partition, -1), i.offset + 1)
+    return Prepared(decoded, next_offsets)
