@@ -15,10 +15,11 @@ ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 # Dependencies first, so a source-only change reuses this layer.
 COPY pyproject.toml README.md ./
+# Production code only: the contract and the services. The dev tools (deploy/local's stack, seed and
+# demo, benchmarks/) are not copied, so `pip install .` finds no such package and the image has none
+# (tests/deploy/test_manifests.py builds that wheel and checks).
 COPY schemas ./schemas
 COPY services ./services
-COPY deploy ./deploy
-COPY benchmarks ./benchmarks
 RUN pip install --upgrade pip setuptools wheel \
     && pip install . \
     && incident-memory --help >/dev/null

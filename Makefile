@@ -26,6 +26,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 validate-deploy: venv
 	bash deploy/validate.sh

@@ -17,12 +17,12 @@ import statistics
 import time
 from typing import Any
 
+from deploy.local.seed import generate_loki, seed_incident
 from schemas import tokens
 from schemas.events import canonical_json
 from schemas.tokens import count_value_tokens
 from services.compactor import log_anatomy, log_patterns
 from services.compactor.registry import COMPACTOR_VERSION, DEFAULT_BUDGETS, compact_tool_result
-from services.seed import generate_loki, seed_incident
 
 TOOLS = ("query_loki", "query_prometheus", "get_pod_events", "query_tempo")
 TARGET_MS = 5.0

@@ -11,7 +11,7 @@ Two parts, both pure (no broker, no database):
    template's) of the compactor's own grouping on full lines as Loki returns them, and of
    Drain3 (PyPI `drain3`, default settings) in the same run, on the same full lines and on the
    labelled message content.
-2. **Other tools, on shapes the seed never had** (`services.seed.shapes`), and the seed itself:
+2. **Other tools, on shapes the seed never had** (`deploy.local.seed.shapes`), and the seed itself:
    per digest, whether it fits its default budget and whether its named facts survive.
 """
 
@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.corpus.check_loki_digests import facts_kept
+from deploy.local.seed import shapes
 from schemas.events import canonical_json
 from schemas.tokens import count_tokens
 from services.compactor.loki import line_patterns
 from services.compactor.registry import DEFAULT_BUDGETS, compact_tool_result
-from services.seed import shapes
 
 CORPUS = Path(__file__).parent / "corpus" / "loghub"
 BUDGETS = (150, 300, 600)

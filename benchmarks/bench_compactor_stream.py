@@ -2,7 +2,7 @@
 
 `run(settings) -> dict` produces N small but realistic tool results (Loki 40 lines / 4
 patterns, Prometheus 2 series x 20 points, a Kubernetes EventList of 8 events, from the
-seeded generators in services/seed) to a fresh 8-partition topic, then:
+seeded generators in deploy/local/seed) to a fresh 8-partition topic, then:
 1. reads the topic once with a plain aiokafka consumer (no processing): the limit;
 2. runs `incident-memory compactor` as a real subprocess over the same topic and measures
    the rate from its output records' timestamps (first to last), so start-up is excluded.
@@ -28,11 +28,11 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from deploy.local.seed.generators import generate_events, generate_loki, generate_prometheus
 from schemas.events import HumanMessage, ToolResult
 from schemas.topics import TopicSpec, ensure_topics
 from services.runtime.kafka import producer_config
 from services.runtime.settings import Settings
-from services.seed.generators import generate_events, generate_loki, generate_prometheus
 
 N = 6000
 PARTITIONS = 8

@@ -27,10 +27,7 @@ import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from psycopg import sql
 
-from schemas import topics
-from schemas.ids import thread_key
-from schemas.migrate import apply_migrations
-from services.demo import (
+from deploy.local.demo import (
     BOT_USER_ID,
     CHANNEL,
     Run,
@@ -43,6 +40,9 @@ from services.demo import (
     stop_all,
     wait_for,
 )
+from schemas import topics
+from schemas.ids import thread_key
+from schemas.migrate import apply_migrations
 from services.projector.store import NOTIFY_CHANNEL
 from services.runtime.settings import Settings
 

@@ -17,8 +17,8 @@ from services.runtime.errors import UserFacingError
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "up": ("deploy.local.stack_cli", "start the local stack (Kafka in KRaft mode, PostgreSQL)"),
     "down": ("deploy.local.stack_cli", "stop what `up` started"),
-    "migrate": ("schemas.migrate_cli", "apply the SQL migrations and create the topics"),
-    "demo": ("services.demo", "run the seed incident end to end and print its table"),
+    "migrate": ("services.migrate_cli", "apply the SQL migrations and create the topics"),
+    "demo": ("deploy.local.demo", "run the seed incident end to end and print its table"),
     "ingest": ("services.ingest.main", "run the ingest HTTP service (Slack, Alertmanager)"),
     "compactor": ("services.compactor.app", "run a compactor worker (faust-streaming)"),
     "projector": ("services.projector.main", "run the projector (Kafka -> Postgres)"),

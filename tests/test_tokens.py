@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from deploy.local.seed.generators import generate_events, generate_loki, generate_prometheus
+from deploy.local.seed.incident import seed_incident
 from schemas import tokens
 from schemas.events import canonical_json
 from schemas.tokens import count_tokens, count_value_tokens, encoding
-from services.seed.generators import generate_events, generate_loki, generate_prometheus
-from services.seed.incident import seed_incident
 
 
 def reference(text: str) -> int:

@@ -4,7 +4,7 @@ No model service is reachable from here, and every test used to call the local d
 in process, so ChatOpenAI had never sent one request. This server speaks what langchain-openai 1.8 /
 openai 3.x send to `POST /v1/chat/completions` (non-streaming: our calls send `"stream": false`) with
 `tools`, `tool_choice` and `response_format` (`json_schema`, `json_object`), and answers from the
-SAME deterministic logic the tests use in process: `services.agent.local_model` for the agent's
+SAME deterministic logic the tests use in process: `services.agent.stand_in_model` for the agent's
 nodes and the judge, `services.compactor.selector.LocalDeterministicSelector` for the compactor's
 selector (recognised by its prompt and its `ids`/`reason` schema; that prompt carries no candidate's
 `first` today, so the rule's "then earliest" tie-break cannot apply over the wire: see the xfail in
@@ -58,7 +58,7 @@ from starlette.routing import Route
 from deploy.local import asgi_thread
 from schemas.events import canonical_json
 from schemas.tokens import count_tokens
-from services.agent.local_model import LocalDeterministicModel
+from services.agent.stand_in_model import DeterministicStandInModel
 from services.compactor.selector import Candidate, LocalDeterministicSelector
 
 Json = dict[str, Any]
@@ -455,7 +455,7 @@ def answer(body: Json) -> tuple[AIMessage, str]:
         chosen = select_from_prompt(prompt)
         if chosen is not None and _matches(chosen, schema):
             return AIMessage(content=json.dumps(chosen)), "stop"
-    result = LocalDeterministicModel()._generate(messages, tools=tools)
+    result = DeterministicStandInModel()._generate(messages, tools=tools)
     message = result.generations[0].message
     assert isinstance(message, AIMessage)
     if fmt["type"] in ("json_object", "json_schema"):

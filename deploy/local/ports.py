@@ -1,6 +1,6 @@
 """Loopback ports for the local stack, the stand-ins, the demo and the tests: one place to pick or probe them.
 
-Dev tooling: nothing a service runs in production may import it (services/demo.py, a dev tool, may).
+Dev tooling: nothing a service runs in production may import it (deploy/local/demo.py, a dev tool, may).
 """
 
 from __future__ import annotations

@@ -15,17 +15,9 @@ from typing import Any
 import psycopg
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from schemas import read_model
 from schemas.ids import parse_message_id
 from schemas.tokens import count_tokens, render_for_model
-
-MESSAGES_QUERY = (
-    "SELECT id, role, tool_call_id, coalesce(compact, content), tokens "
-    "FROM agent_messages WHERE thread_ts = %s ORDER BY seq"
-)
-STATE_QUERY = (
-    "SELECT service, status, window_start, window_end, rounds, opened_at "
-    "FROM incident_state WHERE thread_ts = %s"
-)
 
 
 @dataclass(frozen=True)
@@ -84,12 +76,12 @@ class LoadedContext:
 
 def load_rows(conn: psycopg.Connection, thread_ts: str) -> list[ContextRow]:
     """The one query. Everything after it is pure."""
-    records = conn.execute(MESSAGES_QUERY, (thread_ts,)).fetchall()
+    records = conn.execute(read_model.CONTEXT_ROWS, (thread_ts,)).fetchall()
     return [ContextRow(r[0], r[1], r[2], r[3], int(r[4])) for r in records]
 
 
 def load_state(conn: psycopg.Connection, thread_ts: str) -> IncidentState | None:
-    record = conn.execute(STATE_QUERY, (thread_ts,)).fetchone()
+    record = conn.execute(read_model.INCIDENT_STATE, (thread_ts,)).fetchone()
     return None if record is None else IncidentState(*record)
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from langchain_core.language_models import BaseChatModel
 
 from services.agent.config import ModelConfig
-from services.agent.local_model import MODEL_NAME, LocalDeterministicModel
 from services.agent.round import Models
+from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.runtime.errors import UserFacingError
 
 
 def _one(name: str, temperature: float) -> tuple[BaseChatModel, str]:
     if name in ("local", MODEL_NAME):
-        return LocalDeterministicModel(), MODEL_NAME
+        return DeterministicStandInModel(), MODEL_NAME
     try:
         from langchain_openai import ChatOpenAI
 

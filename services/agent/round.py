@@ -18,6 +18,7 @@ import psycopg
 from langchain_core.language_models import BaseChatModel
 from psycopg import sql
 
+from schemas import read_model
 from schemas.events import Wake
 from schemas.tokens import count_tokens
 from services.agent import metrics
@@ -32,11 +33,6 @@ from services.agent.toolpath import ProjectionTimeout, ToolPath
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.round")
-
-RAW_QUERY = (
-    "SELECT content FROM agent_messages WHERE id = %(id)s "
-    "UNION ALL SELECT content FROM round_staging WHERE id = %(id)s LIMIT 1"
-)
 
 
 class TriggerNotProjected(RuntimeError):
@@ -96,11 +92,7 @@ async def _wait_rerendered(conn: psycopg.Connection, targets: dict[str, int], ti
     deadline = time.monotonic() + timeout
     ids = list(targets)
     while True:
-        rows = await asyncio.to_thread(
-            lambda: conn.execute(
-                "SELECT id, tokens FROM agent_messages WHERE id = ANY(%s)", (ids,)
-            ).fetchall()
-        )
+        rows = await asyncio.to_thread(lambda: conn.execute(read_model.ROW_TOKENS, (ids,)).fetchall())
         if all(targets.get(i) == t for i, t in rows) and len(rows) == len(ids):
             return
         if time.monotonic() > deadline:
@@ -111,9 +103,7 @@ async def _wait_rerendered(conn: psycopg.Connection, targets: dict[str, int], ti
 async def _wait_visible(conn: psycopg.Connection, message_id: str, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = await asyncio.to_thread(
-            lambda: conn.execute("SELECT 1 FROM agent_messages WHERE id = %s", (message_id,)).fetchone()
-        )
+        found = await asyncio.to_thread(lambda: conn.execute(read_model.ROW_EXISTS, (message_id,)).fetchone())
         if found:
             return True
         await asyncio.sleep(0.05)
@@ -132,7 +122,7 @@ async def run_round(
     wake: Wake, config: AgentConfig, models: Models, toolbox: McpToolbox, emitter: EventEmitter
 ) -> RoundResult:
     """Run the round a wake asks for; idempotent (a rerun re-emits the same ids)."""
-    from services.projector.readyourwrites import wait_until_projected
+    from schemas.read_model import wait_until_projected
 
     started = time.perf_counter()
     thread_ts = wake.thread_ts
@@ -179,7 +169,9 @@ async def run_round(
                     return await toolbox.call(EVIDENCE_TOOL, {"id": evidence_id})
                 except ToolCallError:
                     pass
-            record = await asyncio.to_thread(lambda: conn.execute(RAW_QUERY, {"id": evidence_id}).fetchone())
+            record = await asyncio.to_thread(
+                lambda: conn.execute(read_model.RAW_CONTENT, {"id": evidence_id}).fetchone()
+            )
             return None if record is None else record[0]
 
         deps = RoundDeps(

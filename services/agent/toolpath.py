@@ -103,7 +103,7 @@ class ToolPath:
         return ToolOutcome(message_id, compact, False)
 
     async def wait_for_digest(self, thread_ts: str, message_id: str) -> Any:
-        from services.projector.readyourwrites import wait_until_projected
+        from schemas.read_model import wait_until_projected
 
         ok = await asyncio.to_thread(
             wait_until_projected,

@@ -24,22 +24,15 @@ from datetime import datetime
 import psycopg
 from psycopg import sql
 
+from schemas import read_model
 from schemas.ids import thread_key
 from services.ingest.alerts import AlertGroup, KnownIncident
 from services.runtime.logs import about
 
 log = logging.getLogger("ingest.directory")
-LOOKUP = "SELECT thread_ts FROM slack_posts WHERE channel = %s AND slack_ts = %s AND root AND phase <> 'intent' LIMIT 1"
-# The newest incident an alert of this group opened (index: migration 005); resolved_at NULL while open.
-GROUP_LOOKUP = """
-SELECT s.thread_ts, s.opened_at, CASE WHEN s.status = 'resolved' THEN s.updated_at END
-FROM agent_messages a JOIN incident_state s ON s.thread_ts = a.thread_ts
-WHERE a.role = 'alert' AND a.content -> 'alert' ->> 'groupKey' = %s
-ORDER BY s.opened_at DESC LIMIT 1
-"""
 
 
-class ReadModel:
+class ReadConnection:
     """One autocommit connection to the read model, opened lazily, with a short statement timeout.
     A query that fails returns None (with a warning at most once a minute): never a failed request."""
 
@@ -86,7 +79,7 @@ class ThreadDirectory:
         self.max_entries = max_entries
         self._known: dict[tuple[str, str], str] = {}
         self._unknown: dict[tuple[str, str], float] = {}
-        self._read = ReadModel(dsn, schema, "thread directory: replies are keyed by their Slack thread")
+        self._read = ReadConnection(dsn, schema, "thread directory: replies are keyed by their Slack thread")
 
     def resolve(self, channel: str | None, ts: str) -> str:
         """The key of the thread (channel, ts): an incident's own key when an alert opened it."""
@@ -97,7 +90,7 @@ class ThreadDirectory:
             return self._known[where]
         if time.monotonic() < self._unknown.get(where, 0.0):
             return thread_key(channel, ts)
-        row = self._read.one(LOOKUP, (channel, ts))
+        row = self._read.one(read_model.THREAD_OF_SLACK_POST, (channel, ts))
         if row is not None:
             if len(self._known) >= self.max_entries:
                 self._known.clear()
@@ -126,7 +119,7 @@ class GroupDirectory:
         self.max_entries = max_entries
         self._recent: dict[str, tuple[float, KnownIncident]] = {}
         self._lock = threading.Lock()
-        self._read = ReadModel(
+        self._read = ReadConnection(
             dsn, schema, "alert group directory: a group's thread follows its earliest alert"
         )
 
@@ -135,7 +128,7 @@ class GroupDirectory:
             recent = self._recent.get(group_key)
         if recent is not None and time.monotonic() < recent[0]:
             return recent[1]
-        row = self._read.one(GROUP_LOOKUP, (group_key,))
+        row = self._read.one(read_model.INCIDENT_OF_ALERT_GROUP, (group_key,))
         if row is None:
             return None
         thread_ts, opened_at, resolved_at = row

@@ -11,7 +11,7 @@ from services.runtime.health import Heartbeat, serve_metrics_and_health
 
 if TYPE_CHECKING:
     from services.projector.decoding import Decoded
-    from services.projector.writer import WriteOutcome
+    from services.projector.plan import WriteOutcome
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600)
 BATCH_BUCKETS = (1, 10, 50, 100, 250, 500, 1000, 2000, 5000, 10000)

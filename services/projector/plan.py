@@ -70,3 +70,13 @@ def listed_ids(items: Items) -> list[str]:
 
 def thread_of(op: Op) -> str:
     return op.row.thread_ts if isinstance(op, InsertRow | StageRow) else op.thread_ts
+
+
+@dataclass
+class WriteOutcome:
+    """What one committed batch did: the writer's answer to its runner (and the metrics')."""
+
+    events: int
+    dead_letters: int
+    rounds_committed: int
+    next_offsets: dict[int, int]

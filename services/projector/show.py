@@ -14,17 +14,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from schemas import read_model
 from schemas.tokens import count_value_tokens
 from services.runtime.errors import UserFacingError
 from services.runtime.settings import Settings
-
-ROWS_QUERY = """
-SELECT m.seq, m.round, m.role, m.id, m.tool_call_id, m.content, m.compact, m.tokens, c.tool
-FROM agent_messages m
-LEFT JOIN tool_digest_cache c ON c.message_id = m.id
-WHERE m.thread_ts = %s
-ORDER BY m.seq
-"""
 
 
 @dataclass(frozen=True)
@@ -93,7 +86,7 @@ def render_table(rows: list[ShownRow]) -> str:
 
 
 def fetch_rows(conn: psycopg.Connection, thread_ts: str) -> list[ShownRow]:
-    return [to_shown(rec) for rec in conn.execute(ROWS_QUERY, (thread_ts,)).fetchall()]
+    return [to_shown(rec) for rec in conn.execute(read_model.THREAD_TABLE, (thread_ts,)).fetchall()]
 
 
 def connect(dsn: str, schema: str) -> psycopg.Connection:
@@ -119,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     with connect(dsn, args.schema) as conn:
         if args.raw:
             found = conn.execute(
-                "SELECT content, compact, tokens FROM agent_messages WHERE id = %s AND thread_ts = %s",
+                read_model.ONE_ROW,
                 (args.raw, args.thread_ts),
             ).fetchone()
             if found is None:

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from schemas import read_model
 from services.projector.show import connect
 from services.runtime.settings import Settings
-
-THREADS_QUERY = """
-SELECT s.thread_ts, s.service, s.status, s.rounds, s.opened_at,
-       count(m.id) AS rows, coalesce(sum(m.tokens), 0) AS context_tokens
-FROM incident_state s
-LEFT JOIN agent_messages m ON m.thread_ts = s.thread_ts
-GROUP BY s.thread_ts, s.service, s.status, s.rounds, s.opened_at
-ORDER BY s.opened_at DESC, s.thread_ts
-"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     dsn = args.dsn or Settings.from_env().database_url
     with connect(dsn, args.schema) as conn:
-        records = conn.execute(THREADS_QUERY).fetchall()
+        records = conn.execute(read_model.THREADS).fetchall()
     header = f"{'thread_ts':<20}  {'service':<18}  {'status':<13}  {'rounds':>6}  {'rows':>5}  {'in context':>10}  opened"
     print(header)
     print("-" * len(header))

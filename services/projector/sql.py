@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from schemas.read_model import NOTIFY_CHANNEL as NOTIFY_CHANNEL
 from services.projector.mapping import CacheDigest, RecordPost, Row, UpsertState
-
-NOTIFY_CHANNEL = "agent_messages_projected"
 
 _ROW_ARRAYS = (
     "unnest(%s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::jsonb[], %s::jsonb[],"

@@ -20,7 +20,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -31,7 +30,7 @@ from services.projector import store
 from services.projector.decoding import Decoded, Incoming, Prepared, decode, prepare
 from services.projector.gc_pacer import GcPacer
 from services.projector.metrics import Metrics
-from services.projector.plan import Plan
+from services.projector.plan import Plan, WriteOutcome
 from services.runtime.kafka import dead_letter
 from services.runtime.logs import about
 
@@ -66,14 +65,6 @@ class Stopped(Exception):
 
 class DeliveryFailed(Exception):
     """Dead letters could not be flushed to Kafka: do not commit the offsets that skip them."""
-
-
-@dataclass
-class WriteOutcome:
-    events: int
-    dead_letters: int
-    rounds_committed: int
-    next_offsets: dict[int, int]
 
 
 class BatchWriter:

@@ -22,10 +22,10 @@ from schemas.ids import canonical_args_hash
 from services.agent.config import AgentConfig, McpServer, default_cli
 from services.agent.context import ContextRow, IncidentState, LoadedContext, repair_dangling_tool_calls
 from services.agent.graph import RoundDeps, build_graph
-from services.agent.local_model import MODEL_NAME, LocalDeterministicModel
 from services.agent.mcp_client import McpToolbox
 from services.agent.preamble import Trigger, render_preamble
 from services.agent.round import alert_context, plan_round
+from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.agent.toolpath import CachedDigest, ToolPath
 from services.compactor.selector import default_selector
 from services.compactor.stream import compact_event
@@ -168,7 +168,7 @@ class Seeded:
         async def read_raw(evidence_id: str) -> Any:
             return self.projection.content(evidence_id)
 
-        model = LocalDeterministicModel()
+        model = DeterministicStandInModel()
         deps = RoundDeps(
             config=self.config,
             ctx=ctx,

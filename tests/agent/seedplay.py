@@ -22,9 +22,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
+from deploy.local.seed.incident import ALERT_STARTS_AT, seed_incident
 from schemas.events import AlertReceived, EventBase, HumanMessage, Wake, parse_event
 from schemas.ids import message_id
-from services.seed.incident import ALERT_STARTS_AT, seed_incident
 
 CLI = Path(sys.executable).with_name("incident-memory")
 

@@ -18,9 +18,9 @@ from services.agent.context import (
     repair_dangling_tool_calls,
 )
 from services.agent.graph import model_input_tokens, terse_grades
-from services.agent.local_model import MODEL_NAME, LocalDeterministicModel
 from services.agent.preamble import Trigger, render_preamble
 from services.agent.rerender import plan_rerenders
+from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 
 T = "1773458070.000100"
 NOW = datetime(2026, 3, 14, 4, 30, tzinfo=UTC)
@@ -156,7 +156,7 @@ TOOLS = [
 
 
 def test_local_model_is_deterministic_and_plans_three_calls_from_the_alert() -> None:
-    outputs = [LocalDeterministicModel().bind(tools=TOOLS).invoke(_investigate_input()) for _ in range(3)]
+    outputs = [DeterministicStandInModel().bind(tools=TOOLS).invoke(_investigate_input()) for _ in range(3)]
     assert all(isinstance(o, AIMessage) for o in outputs)
     first = outputs[0]
     assert isinstance(first, AIMessage)
@@ -166,7 +166,7 @@ def test_local_model_is_deterministic_and_plans_three_calls_from_the_alert() -> 
         assert isinstance(o, AIMessage)
         assert o.content == first.content and o.tool_calls == first.tool_calls
     assert MODEL_NAME == "local-deterministic"
-    assert LocalDeterministicModel()._llm_type == "local-deterministic"
+    assert DeterministicStandInModel()._llm_type == "local-deterministic"
 
 
 def test_local_hypothesis_cites_evidence_and_is_stable() -> None:
@@ -181,8 +181,8 @@ def test_local_hypothesis_cites_evidence_and_is_stable() -> None:
         ),
         ToolMessage(content=f"[evidence {T}:1:tools:0] {digest}", tool_call_id="c1", id=f"{T}:1:tools:0"),
     ]
-    a = LocalDeterministicModel().invoke(messages)
-    b = LocalDeterministicModel().invoke(messages)
+    a = DeterministicStandInModel().invoke(messages)
+    b = DeterministicStandInModel().invoke(messages)
     assert a.content == b.content
     parsed = prompts.parse_json_answer(str(a.content))
     cited = {e for c in parsed["claims"] for e in c["evidence_ids"]}
@@ -261,7 +261,7 @@ def test_local_judge_grades_by_index_with_a_reason_only_for_a_failure() -> None:
     evidence = {tools: {"kind": "query_loki", "digest": {}}, human: {"kind": "human", "digest": {}}}
     fact = {"text": "198x 'FATAL ERROR'", "evidence_ids": [tools]}
     cause = {"text": "cause: checkout-api ran out of memory", "evidence_ids": [tools, human]}
-    answer = LocalDeterministicModel().invoke(_judge_messages([fact, cause], evidence))
+    answer = DeterministicStandInModel().invoke(_judge_messages([fact, cause], evidence))
     verdict = prompts.parse_json_answer(str(answer.content))
     # the cause cites what changed (a human) but no trace: rejected, with that one reason
     assert verdict["grounded"] is False
@@ -273,7 +273,7 @@ def test_local_judge_grades_by_index_with_a_reason_only_for_a_failure() -> None:
     trace = f"{T}:2:tools:0"
     evidence[trace] = {"kind": "query_tempo", "digest": {}}
     grounded = {**cause, "evidence_ids": [trace, human]}
-    answer = LocalDeterministicModel().invoke(_judge_messages([fact, grounded], evidence))
+    answer = DeterministicStandInModel().invoke(_judge_messages([fact, grounded], evidence))
     verdict = prompts.parse_json_answer(str(answer.content))
     assert verdict == {
         "grounded": True,

@@ -31,20 +31,20 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from deploy.local.openai_standin import LABEL_HEADER, MODEL, STANDIN, OpenAIStandin, WireCall, running
+from deploy.local.seed import seed_incident
 from schemas.events import Selection
 from schemas.tokens import count_tokens
 from services.agent import prompts
 from services.agent.config import EVIDENCE_TOOL, ModelConfig
 from services.agent.context import ContextRow, repair_dangling_tool_calls, to_messages
-from services.agent.local_model import MODEL_NAME, LocalDeterministicModel
 from services.agent.mcp_client import McpToolbox
 from services.agent.models import build_models
+from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.compactor.registry import budget_for, compact_tool_result
 from services.compactor.selector import Candidate, LocalDeterministicSelector
 from services.compactor.stream import compact_event
 from services.compactor.stream_selector import load_selector
 from services.projector.mapping import Row
-from services.seed import seed_incident
 
 from . import inprocess
 from .inprocess import Seeded, telemetry_server
@@ -121,9 +121,9 @@ def both(oai: OpenAIStandin) -> Both:
             mp.setenv(key, value)
         models = build_models(ModelConfig(agent=MODEL, judge=MODEL))  # the deployment's path
         assert type(models.agent).__name__ == "ChatOpenAI" and models.agent_name == MODEL
-        # inprocess.Seeded builds its model as LocalDeterministicModel() for both agent and judge:
+        # inprocess.Seeded builds its model as DeterministicStandInModel() for both agent and judge:
         # the same graph, with ChatOpenAI (both roles are the same ChatOpenAI configuration) instead.
-        mp.setattr(inprocess, "LocalDeterministicModel", lambda: models.agent)
+        mp.setattr(inprocess, "DeterministicStandInModel", lambda: models.agent)
         mp.setattr(inprocess, "MODEL_NAME", models.agent_name)
         before = len(oai.calls())
         wire = asyncio.run(_play())
@@ -270,7 +270,7 @@ def test_a_torn_round_is_a_400_on_the_wire_and_passes_after_the_repair(both: Bot
     repaired: list[BaseMessage] = [_system(), *to_messages(repair_dangling_tool_calls(rows))]
     assert len(repaired) == len(raw) - 2  # the torn turn and its partial result, nothing invented
     answer = model.invoke(repaired)
-    expected = LocalDeterministicModel().bind(tools=both.local.tool_specs).invoke(repaired)
+    expected = DeterministicStandInModel().bind(tools=both.local.tool_specs).invoke(repaired)
     assert isinstance(answer, AIMessage) and isinstance(expected, AIMessage)
     assert answer.content == expected.content
     assert [(c["name"], c["args"]) for c in answer.tool_calls] == [

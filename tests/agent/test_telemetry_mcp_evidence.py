@@ -9,8 +9,8 @@ import anyio
 import psycopg
 from psycopg.types.json import Jsonb
 
+from deploy.local.seed import seed_incident
 from services.agent.telemetry_mcp.client import session, text_of
-from services.seed import seed_incident
 
 THREAD = "1773458070.000100"
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from services.seed import seed_incident
+from deploy.local.seed import seed_incident
 
 
 def _run(args: list[str], stdin: str) -> subprocess.CompletedProcess[str]:

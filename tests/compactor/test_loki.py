@@ -11,6 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deploy.local.seed.generators import TEMPLATES, fill, generate_loki, loki_response, ns_at
+from deploy.local.seed.shapes import noisy_errors_logs
 from schemas.events import canonical_json
 from schemas.tokens import count_value_tokens
 from services.compactor import loki
@@ -18,8 +20,6 @@ from services.compactor.log_anatomy import ERROR_RANK, LEVEL_RANK, learn_header,
 from services.compactor.log_patterns import mine
 from services.compactor.model import BUDGET_FLOOR
 from services.compactor.registry import RawFormatError, compact_tool_result
-from services.seed.generators import TEMPLATES, fill, generate_loki, loki_response, ns_at
-from services.seed.shapes import noisy_errors_logs
 
 _COUNT = re.compile(r"^(\d+)×")
 _OMITTED = re.compile(r"^(\d+) patterns, (\d+) lines")

@@ -8,10 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.events import canonical_json
-from services.compactor import prometheus, tempo
-from services.compactor.registry import RawFormatError, compact_tool_result
-from services.seed.generators import (
+from deploy.local.seed.generators import (
     SpanSpec,
     generate_events,
     generate_prometheus,
@@ -19,6 +16,9 @@ from services.seed.generators import (
     ns_at,
     tempo_response,
 )
+from schemas.events import canonical_json
+from services.compactor import prometheus, tempo
+from services.compactor.registry import RawFormatError, compact_tool_result
 
 BIG = 1_000_000
 

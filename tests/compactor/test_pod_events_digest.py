@@ -10,10 +10,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deploy.local.seed.generators import (
+    event_item,
+    event_list,
+    generate_events,
+    hex_id,
+    iso_s,
+    pod_name,
+    unix_s,
+)
 from services.compactor import pod_events
 from services.compactor.model import BUDGET_FLOOR
 from services.compactor.registry import RawFormatError, compact_tool_result
-from services.seed.generators import event_item, event_list, generate_events, hex_id, iso_s, pod_name, unix_s
 
 TOOL = "get_pod_events"
 BIG = 1_000_000
@@ -248,7 +256,7 @@ def test_every_count_and_time_shown_is_the_raws(seed: int, events: int, pods: in
 
 
 def test_seed_at_150_keeps_every_group_and_its_facts() -> None:
-    from services.seed import seed_incident
+    from deploy.local.seed import seed_incident
 
     s = seed_incident()
     out = compact_tool_result(TOOL, s.pod_events, s.alert_context("1773458070.000100:1:tools:0"), budget=150)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from deploy.local.seed import generate_loki, seed_incident
 from schemas.events import canonical_json
 from schemas.tokens import count_value_tokens
 from services.compactor import registry
@@ -25,7 +26,6 @@ from services.compactor.registry import (
     load_config,
 )
 from services.runtime.errors import UserFacingError
-from services.seed import generate_loki, seed_incident
 
 
 @pytest.fixture

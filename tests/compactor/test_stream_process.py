@@ -183,8 +183,8 @@ def test_selector_spec_loads_by_import_path_and_counts_calls() -> None:
 def test_output_bytes_are_the_canonical_bytes_of_the_event() -> None:
     """The stream splices the raw it serialised once into the output; the bytes must be exactly
     `CompactedToolResult.to_bytes()`, including when the raw holds the splice placeholder itself."""
+    from deploy.local.seed.generators import generate_events, generate_loki, generate_prometheus
     from services.compactor.stream import _RAW_PLACEHOLDER
-    from services.seed.generators import generate_events, generate_loki, generate_prometheus
 
     raws: list[tuple[str, Any]] = [
         ("query_loki", generate_loki(5, lines=120, patterns=5)),

@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deploy.local.seed import seed_incident
+from deploy.local.seed.generators import SpanSpec, generate_tempo, ns_at, tempo_response
 from schemas.tokens import count_value_tokens
 from services.compactor import tempo
 from services.compactor.model import BUDGET_FLOOR
 from services.compactor.registry import RawFormatError, compact_tool_result
 from services.compactor.timefmt import Clock
-from services.seed import seed_incident
-from services.seed.generators import SpanSpec, generate_tempo, ns_at, tempo_response
 
 MS = 1_000_000
 ERROR_CODES = (2, "STATUS_CODE_ERROR")

@@ -60,7 +60,7 @@ def test_free_port_is_bindable_and_not_in_use() -> None:
 
 
 def test_production_code_does_not_import_the_dev_harness() -> None:
-    """services/demo.py is a dev tool and may; no service and no schema module may."""
+    """deploy/local/demo.py is a dev tool and may; no service and no schema module may."""
     paths = [*(ROOT / "services").rglob("*.py"), *(ROOT / "schemas").rglob("*.py")]
     offenders = [
         str(path.relative_to(ROOT))

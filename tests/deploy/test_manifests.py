@@ -14,6 +14,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -496,3 +498,29 @@ def test_dockerfile_is_multi_stage_slim_non_root_with_the_cli_as_entrypoint() ->
     ]
     assert {".git", ".venv", ".cache"} <= set(ignored)
     assert "README.md" not in ignored  # pyproject.toml's readme; pip install . needs it
+
+
+def test_the_image_wheel_carries_production_code_only(tmp_path: Path) -> None:
+    """What the Dockerfile copies (pyproject, README, schemas, services), built as `pip install .` would:
+    the wheel has the contract and the services, and none of the dev tools (issue 19)."""
+    lines = [ln.strip() for ln in (ROOT / "Dockerfile").read_text().splitlines()]
+    copied = [ln.split()[1] for ln in lines if ln.startswith("COPY ") and "--from" not in ln]
+    assert set(copied) == {"pyproject.toml", "schemas", "services"}, copied
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for name in ("schemas", "services"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "w"), str(src)],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    (wheel,) = (tmp_path / "w").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
+    assert tops == {"schemas", "services"}, tops
+    assert not [
+        n for n in names if n.startswith(("deploy/local/seed/", "services/demo", "deploy/", "benchmarks/"))
+    ]
+    assert "services/cli.py" in names and "schemas/migrations/001_initial.sql" in names

@@ -8,7 +8,7 @@ topics and schema); the agent's tools through `incident-memory telemetry-mcp --b
 The incident is about the pipeline itself: for 50 s someone sends the ingest Alertmanager webhooks
 with a wrong token (answered 401), and for 15 s some with a bad body (400); then an alert
 `IngestWebhooksUnauthorized` on the ingest container goes through the ingest like any alert. The agent (the deterministic local model, labelled as such:
-`services/agent/local_model.py`) plans its round-1 queries from the alert's labels; its
+`services/agent/stand_in_model.py`) plans its round-1 queries from the alert's labels; its
 `query_prometheus` is `rate({__name__=~".+_requests_total",namespace="incident-memory",
 container="ingest"}[5m])` over the alert's window, answered by the live Prometheus. The compactor's
 digest of that real answer is what the test judges: within its budget, every series counted, values

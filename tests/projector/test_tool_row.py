@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 from benchmarks.bench_projector import T0
+from deploy.local.seed.generators import generate_loki
 from schemas.events import CompactedToolResult
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
 from services.compactor.registry import compact_tool_result
 from services.projector.mapping import CacheDigest, StageRow, map_event
-from services.seed.generators import generate_loki
 
 T = "1710406800.000100"
 

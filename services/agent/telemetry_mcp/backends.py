@@ -19,6 +19,8 @@ from services.agent.telemetry_mcp import recorded, wire
 from services.agent.telemetry_mcp.config import TelemetryConfig
 from services.agent.telemetry_mcp.recorded import Recording
 from services.agent.telemetry_mcp.wire import HttpRequest, UpstreamError
+from services.runtime.errors import UserFacingError
+from services.runtime.loading import load_attr
 
 
 @dataclass(frozen=True)
@@ -42,23 +44,28 @@ class Backend(Protocol):
 # ---- recorded --------------------------------------------------------------------------------
 
 
-def load_recording(path: str | None) -> Recording:
-    """A user's recording file, or else the generated seed incident."""
-    if path:
-        try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UpstreamError(f"cannot load recording {path}: {exc}") from None
-        try:
-            return Recording.from_mapping(data)
-        except (ValueError, UpstreamError) as exc:
-            raise UpstreamError(f"recording {path} is not usable: {exc}") from None
-    from services.seed import seed_incident
+SEED_RECORDING = "deploy.local.seed:seed_recording"  # a dev tool: named, never imported by production code
 
-    seed = seed_incident()
-    return Recording.from_mapping(
-        {"loki": seed.loki, "prometheus": seed.prometheus, "tempo": seed.tempo, "pod_events": seed.pod_events}
-    )
+
+def load_recording(source: str | None) -> Recording:
+    """A recording: a JSON file, or `package.module:function` returning its mapping (default: the
+    seed incident's, where the dev tools are installed)."""
+    source = source or SEED_RECORDING
+    if ":" in source and not Path(source).exists():
+        try:
+            _, make = load_attr(source, "TELEMETRY_MCP_RECORDING")
+        except UserFacingError as exc:
+            raise UpstreamError(f"{exc} (pass --recording FILE: the seed is a dev tool)") from None
+        data = make()
+    else:
+        try:
+            data = json.loads(Path(source).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UpstreamError(f"cannot load recording {source}: {exc}") from None
+    try:
+        return Recording.from_mapping(data)
+    except (ValueError, UpstreamError) as exc:
+        raise UpstreamError(f"recording {source} is not usable: {exc}") from None
 
 
 class RecordedBackend:

@@ -13,10 +13,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-VISIBLE = sql.SQL(
-    "SELECT id, thread_ts, round, role, tool_call_id, content FROM agent_messages WHERE id = %s"
-)
-STAGED = sql.SQL("SELECT id, thread_ts, round, role, tool_call_id, content FROM round_staging WHERE id = %s")
+from schemas import read_model
+
+VISIBLE = sql.SQL(read_model.EVIDENCE_VISIBLE)  # type: ignore[arg-type]
+STAGED = sql.SQL(read_model.EVIDENCE_STAGED)  # type: ignore[arg-type]
 
 
 class EvidenceNotFound(LookupError):

@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.seed.generators import (
+from deploy.local.seed.generators import (
     MI,
     SpanSpec,
     event_item,
@@ -714,3 +714,15 @@ def seed_incident() -> SeedIncident:
             "pod_events": 30,
         },
     )
+
+
+def seed_recording() -> dict[str, object]:
+    """The seed incident's raws as a recording for the telemetry MCP server's recorded back end
+    (its default `TELEMETRY_MCP_RECORDING`, named by `module:function` so production never imports it)."""
+    seed = seed_incident()
+    return {
+        "loki": seed.loki,
+        "prometheus": seed.prometheus,
+        "tempo": seed.tempo,
+        "pod_events": seed.pod_events,
+    }

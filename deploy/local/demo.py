@@ -308,11 +308,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from deploy.local import kafka_secure
+    from deploy.local.seed import seed_incident
     from deploy.local.stack import up
     from schemas.migrate import apply_migrations
     from services.projector.show import fetch_rows, render_table
     from services.runtime.kafka import admin_config
-    from services.seed import seed_incident
 
     run_ = Run(uuid.uuid4().hex[:8], Path(args.cache_dir) / "")
     run_.root = Path(args.cache_dir) / run_.run_id

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.seed.generators import (
+from deploy.local.seed.generators import (
     SpanSpec,
     event_item,
     event_list,
@@ -25,7 +25,7 @@ from services.seed.generators import (
     tempo_response,
     unix_s,
 )
-from services.seed.incident import seed_incident
+from deploy.local.seed.incident import seed_incident
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,8 @@
-"""A deterministic local chat model behind LangChain's BaseChatModel, for tests and the offline demo.
+"""A deterministic stand-in for a chat model, behind LangChain's BaseChatModel: not a model.
+
+For tests and the offline demo (no model service can be reached from here); it follows rules over
+the messages it is given, so nothing it writes is a model's judgement, and every event it leads to
+says so (model="local-deterministic").
 
 It is not a transcript: every answer is derived from the messages it is given, and it is
 terse, as a real model is prompted to be (every token of its output is paid again on every
@@ -46,7 +50,7 @@ def _text(m: BaseMessage) -> str:
     return m.content if isinstance(m.content, str) else json.dumps(m.content)
 
 
-class LocalDeterministicModel(BaseChatModel):
+class DeterministicStandInModel(BaseChatModel):
     """Same interface as ChatOpenAI; same input, same output, on every machine."""
 
     model_name: str = MODEL_NAME

@@ -12,7 +12,7 @@
 Every timestamp is on 2026-03-14 (UTC). Nothing here reads a clock or global randomness.
 """
 
-from services.seed.generators import (
+from deploy.local.seed.generators import (
     event_list,
     generate_events,
     generate_loki,
@@ -22,7 +22,7 @@ from services.seed.generators import (
     prometheus_response,
     tempo_response,
 )
-from services.seed.incident import SeedHumanMessage, SeedIncident, seed_incident
+from deploy.local.seed.incident import SeedHumanMessage, SeedIncident, seed_incident, seed_recording
 
 __all__ = [
     "SeedHumanMessage",
@@ -35,5 +35,6 @@ __all__ = [
     "loki_response",
     "prometheus_response",
     "seed_incident",
+    "seed_recording",
     "tempo_response",
 ]

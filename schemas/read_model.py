@@ -1,0 +1,135 @@
+"""The read model: every statement that reads the projection, and the wait for a write to land in it.
+
+The projector writes `agent_messages`, `round_staging`, `tool_digest_cache`, `incident_state` and
+`slack_posts`; every service that reads them (the agent, the telemetry MCP server, ingest's
+directories, `show` and `threads`) reads through the statements here, so the tables' shape is known
+in one place below the services, and no service imports the projector to read what it wrote.
+
+Read-your-writes: the projector NOTIFYs `NOTIFY_CHANNEL` with {schema, thread_ts, max_seq} in the
+transaction that writes a thread's rows, so the notice arrives exactly when the rows become readable.
+`wait_until_projected` LISTENs first, checks once, then re-checks only when a notice for its thread
+arrives: no polling loop. A message counts as projected once it is in agent_messages, in
+round_staging (a row of a round not yet committed, e.g. the agent's own tool result) or in
+tool_digest_cache.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import psycopg
+from psycopg import sql
+
+NOTIFY_CHANNEL = "agent_messages_projected"
+
+# --- the agent's context: ONE query (invariant 4), and its incident -----------------------------------
+CONTEXT_ROWS = (
+    "SELECT id, role, tool_call_id, coalesce(compact, content), tokens "
+    "FROM agent_messages WHERE thread_ts = %s ORDER BY seq"
+)
+INCIDENT_STATE = (
+    "SELECT service, status, window_start, window_end, rounds, opened_at "
+    "FROM incident_state WHERE thread_ts = %s"
+)
+# --- one row's raw, visible or still staged (evidence, a retried round) --------------------------------
+RAW_CONTENT = (
+    "SELECT content FROM agent_messages WHERE id = %(id)s "
+    "UNION ALL SELECT content FROM round_staging WHERE id = %(id)s LIMIT 1"
+)
+EVIDENCE_VISIBLE = (
+    "SELECT id, thread_ts, round, role, tool_call_id, content FROM agent_messages WHERE id = %s"
+)
+EVIDENCE_STAGED = "SELECT id, thread_ts, round, role, tool_call_id, content FROM round_staging WHERE id = %s"
+ROW_TOKENS = "SELECT id, tokens FROM agent_messages WHERE id = ANY(%s)"
+ROW_EXISTS = "SELECT 1 FROM agent_messages WHERE id = %s"
+# --- `show` and `threads` ------------------------------------------------------------------------------
+THREAD_TABLE = """
+SELECT m.seq, m.round, m.role, m.id, m.tool_call_id, m.content, m.compact, m.tokens, c.tool
+FROM agent_messages m
+LEFT JOIN tool_digest_cache c ON c.message_id = m.id
+WHERE m.thread_ts = %s
+ORDER BY m.seq
+"""
+ONE_ROW = "SELECT content, compact, tokens FROM agent_messages WHERE id = %s AND thread_ts = %s"
+THREADS = """
+SELECT s.thread_ts, s.service, s.status, s.rounds, s.opened_at,
+       count(m.id) AS rows, coalesce(sum(m.tokens), 0) AS context_tokens
+FROM incident_state s
+LEFT JOIN agent_messages m ON m.thread_ts = s.thread_ts
+GROUP BY s.thread_ts, s.service, s.status, s.rounds, s.opened_at
+ORDER BY s.opened_at DESC, s.thread_ts
+"""
+# --- ingest's directories ------------------------------------------------------------------------------
+# The incident whose alert post opened this Slack thread.
+THREAD_OF_SLACK_POST = "SELECT thread_ts FROM slack_posts WHERE channel = %s AND slack_ts = %s AND root AND phase <> 'intent' LIMIT 1"
+# The newest incident an alert of this group opened (index: migration 005); resolved_at NULL while open.
+INCIDENT_OF_ALERT_GROUP = """
+SELECT s.thread_ts, s.opened_at, CASE WHEN s.status = 'resolved' THEN s.updated_at END
+FROM agent_messages a JOIN incident_state s ON s.thread_ts = a.thread_ts
+WHERE a.role = 'alert' AND a.content -> 'alert' ->> 'groupKey' = %s
+ORDER BY s.opened_at DESC LIMIT 1
+"""
+
+# --- read-your-writes ----------------------------------------------------------------------------------
+PROJECTED = """
+SELECT EXISTS (SELECT 1 FROM {s}.agent_messages WHERE id = %(id)s)
+    OR EXISTS (SELECT 1 FROM {s}.round_staging WHERE id = %(id)s)
+    OR EXISTS (SELECT 1 FROM {s}.tool_digest_cache WHERE thread_ts = %(thread_ts)s AND message_id = %(id)s)
+"""
+
+
+def _is_projected(conn: psycopg.Connection, schema: str, thread_ts: str, message_id: str) -> bool:
+    query = sql.SQL(PROJECTED).format(s=sql.Identifier(schema))
+    record = conn.execute(query, {"id": message_id, "thread_ts": thread_ts}).fetchone()
+    if not conn.autocommit:
+        conn.commit()  # end the snapshot so the next check sees later commits, and notices get delivered
+    return bool(record and record[0])
+
+
+def _concerns(payload: str, schema: str, thread_ts: str) -> bool:
+    try:
+        notice = json.loads(payload)
+    except ValueError:
+        return True  # an unreadable notice: re-check rather than miss ours
+    return bool(notice.get("thread_ts") == thread_ts and notice.get("schema", schema) == schema)
+
+
+def wait_until_projected(
+    dsn_or_conn: str | psycopg.Connection,
+    thread_ts: str,
+    message_id: str,
+    timeout: float,
+    schema: str = "public",
+) -> bool:
+    """True once `message_id` is projected, False if `timeout` seconds pass first.
+
+    A connection passed in must not be inside a transaction (notices are only delivered
+    between transactions); a DSN gets a private autocommit connection, closed afterwards.
+    """
+    own = isinstance(dsn_or_conn, str)
+    conn = psycopg.connect(dsn_or_conn, autocommit=True) if isinstance(dsn_or_conn, str) else dsn_or_conn
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise ValueError("wait_until_projected needs a connection outside any transaction")
+    deadline = time.monotonic() + timeout
+    try:
+        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
+        if not conn.autocommit:
+            conn.commit()
+        if _is_projected(conn, schema, thread_ts, message_id):
+            return True
+        while (remaining := deadline - time.monotonic()) > 0:
+            # Drain the generator before checking: it holds the connection's lock while it runs.
+            ours = False
+            for notice in conn.notifies(timeout=remaining, stop_after=1):
+                ours = ours or _concerns(notice.payload, schema, thread_ts)
+            if ours and _is_projected(conn, schema, thread_ts, message_id):
+                return True
+        return False
+    finally:
+        if own:
+            conn.close()
+        elif not conn.closed:
+            conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
+            if not conn.autocommit:
+                conn.commit()
