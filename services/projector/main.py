@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import threading
@@ -12,12 +13,15 @@ import psycopg
 
 from schemas import topics
 from services.projector.config import DEFAULT_BATCH_SIZE, DEFAULT_GROUP, ProjectorConfig
+from services.projector.decoding import warm_up
 from services.projector.metrics import Metrics
 from services.projector.projector import Projector
 from services.runtime.checks import check_kafka, check_kafka_access
 from services.runtime.errors import UserFacingError
-from services.runtime.logs import configure_logging
+from services.runtime.logs import about, configure_logging
 from services.runtime.settings import Settings
+
+log = logging.getLogger("incident_memory.projector")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
         group=config.group,
         service="the projector",
     )
+    spent = warm_up()  # before /healthz can say ready: the first record pays no first-use cost
+    log.info("warmed up", extra=about(None, None, seconds=round(spent, 4)))
     metrics = Metrics()
     if args.metrics_port:
         metrics.serve(args.metrics_port)
