@@ -27,22 +27,9 @@ import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from psycopg import sql
 
-from deploy.local.demo import (
-    BOT_USER_ID,
-    CHANNEL,
-    Run,
-    free_port,
-    log_has,
-    sign,
-    slack_envelope,
-    slack_event,
-    start,
-    stop_all,
-    wait_for,
-)
-from schemas import topics
+from deploy.local.demo import BOT_USER_ID, CHANNEL, sign, slack_envelope, slack_event
+from deploy.local.pipeline import Names, Pipeline
 from schemas.ids import thread_key
-from schemas.migrate import apply_migrations
 from services.projector.store import NOTIFY_CHANNEL
 from services.runtime.settings import Settings
 
@@ -116,94 +103,44 @@ def _pct(values: list[float], q: float) -> float:
 
 def _phase(settings: Settings, messages: int, rate: float) -> dict[str, Any]:
     """One load on fresh services, topics and schema: latencies, hops, throughput, load average."""
-    run_ = Run(uuid.uuid4().hex[:8], Path(".cache/bench_e2e"))
-    run_.root = Path(".cache/bench_e2e") / run_.run_id
-    run_.root.mkdir(parents=True, exist_ok=True)
-    names = run_.topics
-    parts = {s.name: s.partitions for s in topics.TOPICS}
-    topics.ensure_topics(
+    run_id = uuid.uuid4().hex[:8]
+    names = Names.fresh(f"bench.{run_id}", f"bench_{run_id}")
+    secret = secrets.token_hex(16)
+    pipe = Pipeline(
         settings.kafka_bootstrap_servers,
-        tuple(
-            topics.TopicSpec(names[k], parts[b])
-            for k, b in (
-                ("events", topics.EVENTS),
-                ("compacted", topics.COMPACTED),
-                ("wake", topics.WAKE),
-                ("dlq", topics.DLQ),
-            )
-        ),
+        settings.database_url,
+        names.schema,
+        names.topics,
+        Path(".cache/bench_e2e") / run_id,
+        prefix=names.prefix,
+        extra_env={
+            "SLACK_SIGNING_SECRET": secret,
+            "ALERTMANAGER_TOKEN": secrets.token_hex(8),
+            "SLACK_BOT_USER_ID": BOT_USER_ID,
+        },
     )
-    with psycopg.connect(settings.database_url) as conn:
-        apply_migrations(conn, run_.schema)
-        conn.commit()
-    secret, port = secrets.token_hex(16), free_port()
-    env = {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
-        "DATABASE_URL": settings.database_url,
-        "SLACK_SIGNING_SECRET": secret,
-        "ALERTMANAGER_TOKEN": secrets.token_hex(8),
-        "SLACK_BOT_USER_ID": BOT_USER_ID,
-    }
-    dlq = ["--dlq-topic", names["dlq"]]
+    pipe.provision()
     sent: dict[str, float] = {}
     seen: dict[str, float] = {}
     done = threading.Event()
-    listener = threading.Thread(target=_listen, args=(settings.database_url, run_.schema, sent, seen, done))
+    listener = threading.Thread(target=_listen, args=(settings.database_url, names.schema, sent, seen, done))
     try:
-        start(
-            run_,
-            "ingest",
-            ["--port", str(port), "--events-topic", names["events"], "--wake-topic", names["wake"], *dlq],
-            env,
-        )
-        start(run_, "compactor", ["--app-id", f"bench.{run_.run_id}.compactor", "--events-topic", names["events"],
-              "--compacted-topic", names["compacted"], "--selections-topic", names["selections"],
-              "--workers-dir", str(run_.root / "faust"), *dlq], env)  # fmt: skip
-        start(
-            run_,
-            "projector",
-            [
-                "--schema",
-                run_.schema,
-                "--topic",
-                names["compacted"],
-                "--group",
-                f"bench.{run_.run_id}.projector",
-                *dlq,
-            ],
-            env,
-        )
-        base = f"http://127.0.0.1:{port}"
-
-        def healthy() -> bool:
-            try:
-                return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for("ingest ready", healthy, 60, run_.log("ingest"), run_)
-        wait_for(
-            "projector ready", log_has(run_.log("projector"), "assigned"), 60, run_.log("projector"), run_
-        )
-        wait_for(
-            "compactor ready",
-            log_has(run_.log("compactor"), "partitions assigned"),
-            60,
-            run_.log("compactor"),
-            run_,
-        )
+        ingest = pipe.ingest(schema=False)
+        pipe.compactor()
+        pipe.projector()
+        base = f"http://127.0.0.1:{ingest.port}"
+        pipe.wait_ready(timeout=60)
         listener.start()
         time.sleep(0.3)  # let LISTEN take effect before the first commit
-        send_s = asyncio.run(_send(base, secret, run_.run_id.upper(), sent, messages, rate))
-        wait_for("all rows visible", lambda: len(seen) >= len(sent), 60, run_.log("projector"), run_)
+        send_s = asyncio.run(_send(base, secret, run_id.upper(), sent, messages, rate))
+        pipe.wait_until(lambda: len(seen) >= len(sent), 60, "all rows visible")
     finally:
         done.set()
         if listener.is_alive():
             listener.join(timeout=5)
-        stop_all(run_)
-    produced = _record_times(settings.kafka_bootstrap_servers, names["events"], set(sent))
-    compacted = _record_times(settings.kafka_bootstrap_servers, names["compacted"], set(sent))
+        pipe.stop_all()
+    produced = _record_times(settings.kafka_bootstrap_servers, names.topics["events"], set(sent))
+    compacted = _record_times(settings.kafka_bootstrap_servers, names.topics["compacted"], set(sent))
     lat = [(seen[m] - sent[m]) * 1000 for m in sent if m in seen]
     hops = {
         "ingest_ms": [produced[m] - sent[m] * 1000 for m in sent if m in produced],

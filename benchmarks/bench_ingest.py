@@ -15,24 +15,21 @@ import contextlib
 import importlib.util
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import IO, Any
+from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from deploy.local.ports import free_port
+from deploy.local.pipeline import Pipeline
 from schemas.ids import thread_key
 from schemas.topics import TOPICS, ensure_topics
 from services.ingest.slack_signature import sign
-from services.runtime.settings import REPO_ROOT, Settings
+from services.runtime.settings import Settings
 
 SECRET = "bench-signing-secret"
 TOKEN = "bench-alertmanager-token"
@@ -54,15 +51,19 @@ def run(
     ensure_topics(
         settings.kafka_bootstrap_servers, tuple(replace(s, name=f"{s.name}.bench.{suffix}") for s in TOPICS)
     )
-    port = free_port()
-    with tempfile.TemporaryFile() as log:  # a file, not a pipe: a chatty server must never block on stderr
-        server = _start_server(settings, port, names, log)
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as logs:
+        secrets = {"SLACK_SIGNING_SECRET": SECRET, "ALERTMANAGER_TOKEN": TOKEN, "SLACK_BOT_USER_ID": BOT}
+        pipe = Pipeline(
+            settings.kafka_bootstrap_servers, "", f"bench_{suffix}", names, Path(logs), extra_env=secrets
+        )
         try:
-            _wait_healthy(port, server, log)
+            # its log a file, not a pipe: a chatty server must never block on it
+            server = pipe.ingest(schema=False, extra=["--log-level", "WARNING"]).wait_ready(30)
+            assert server.port is not None
             planned = _plan(int(duration_s * rate))
-            outcome = _run_loop(_load(port, planned, rate, connections))
+            outcome = _run_loop(_load(server.port, planned, rate, connections))
         finally:
-            _stop(server)
+            pipe.stop_all(30)
     acked = [p for p, status in zip(planned, outcome["statuses"], strict=True) if status == 200]
     found = _message_ids(settings.kafka_bootstrap_servers, [names["events"], names["wake"]])
     expected = {mid for p in acked for _, mid in p.expected}
@@ -225,49 +226,6 @@ def _markdown(f: dict[str, Any]) -> str:
         f"| p99 from scheduled send (ms, incl. queueing) | {f['scheduled_p99_ms']} |\n"
         f"| events expected / lost | {f['events_expected']} / {f['events_lost']} |\n"
     )
-
-
-def _start_server(
-    settings: Settings, port: int, names: dict[str, str], log: IO[bytes]
-) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "ALERTMANAGER_TOKEN": TOKEN,
-        "SLACK_BOT_USER_ID": BOT,
-        "KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
-    }
-    argv = [
-        sys.executable, "-m", "services.cli", "ingest", "--port", str(port), "--log-level", "WARNING",
-        "--events-topic", names["events"], "--wake-topic", names["wake"], "--dlq-topic", names["dlq"],
-    ]  # fmt: skip
-    return subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=log)
-
-
-def _wait_healthy(
-    port: int, server: subprocess.Popen[bytes], log: IO[bytes], timeout_s: float = 30.0
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            log.seek(0)
-            raise RuntimeError(f"ingest exited: {log.read().decode(errors='replace')[-2000:]}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            if sock.recv(64).startswith(b"HTTP/1.1 200"):
-                return
-        time.sleep(0.1)
-    raise RuntimeError("ingest did not become healthy")
-
-
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    if server.poll() is None:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 def _message_ids(bootstrap: str, topics: list[str]) -> set[str]:

@@ -139,6 +139,10 @@ if env -u POSTGRES_PASSWORD -u PROJECTOR_DB_PASSWORD -u READER_DB_PASSWORD -u SL
 fi
 echo "  without the secrets: refused, as it must be"
 
+# ---------------------------------------------------------------- the topology (deploy/local/pipeline.py)
+step "compose and k8s/base against the topology: each service's subcommand, /healthz path and port"
+(cd "$ROOT" && "$PY" -m deploy.local.pipeline --check-deploy)
+
 # ---------------------------------------------------------------- semantic checks on the output
 step "tests/deploy on the rendered output"
 DEPLOY_RENDERED_DIR="$RENDERED" "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/deploy"

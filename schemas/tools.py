@@ -46,3 +46,23 @@ def tool_map(extra: Mapping[str, object] | None = None) -> Mapping[str, str]:
             raise ToolMapError(f"{TOOL_MAP_ENV}[{tool!r}]: expected a compactor name, got {compactor!r}")
         merged[tool] = compactor
     return MappingProxyType(merged)
+
+
+# A tool call that failed is recorded as its result, verbatim: `{"error": <the tool's own message>,
+# "tool": <the name called>}`. The agent writes this shape and the compactor reads it, so the model
+# is told the tool's own reason instead of a complaint about the raw's format.
+TOOL_ERROR_KEYS = frozenset({"error", "tool"})
+
+
+def tool_error_raw(tool: str, message: str) -> dict[str, str]:
+    """The raw recorded for a failed tool call."""
+    return {"error": message, "tool": tool}
+
+
+def recorded_tool_error(raw: object) -> tuple[str, str] | None:
+    """(the tool called, its own error message) when `raw` is a failed call's record, else None."""
+    if isinstance(raw, dict) and raw.keys() == TOOL_ERROR_KEYS:
+        tool, message = raw["tool"], raw["error"]
+        if isinstance(tool, str) and isinstance(message, str):
+            return tool, message
+    return None

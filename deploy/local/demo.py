@@ -13,8 +13,6 @@ import hmac
 import json
 import os
 import secrets
-import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -28,8 +26,7 @@ import httpx
 import psycopg
 from psycopg import sql
 
-from deploy.local.ports import free_port
-from schemas import topics
+from deploy.local.pipeline import Names, Pipeline, PipelineError, free_port
 from services.runtime.errors import UserFacingError
 
 BOT_USER_ID = "U0BOTMEM1"
@@ -43,85 +40,23 @@ LOCAL_NOTE = (
 
 @dataclass
 class Run:
-    """One demo run: its names, its processes and its clock."""
+    """One demo run: its id, its log folder and its clock (its processes are its pipeline's)."""
 
     run_id: str
     root: Path
     started: float = field(default_factory=time.monotonic)
-    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-
-    @property
-    def topics(self) -> dict[str, str]:
-        return {k: f"demo.{self.run_id}.{k}" for k in ("events", "compacted", "wake", "dlq", "selections")}
-
-    @property
-    def schema(self) -> str:
-        return f"demo_{self.run_id}"
-
-    def log(self, name: str) -> Path:
-        return self.root / f"{name}.log"
 
     def step(self, text: str) -> None:
         print(f"[{time.monotonic() - self.started:6.1f}s] {text}", flush=True)
 
 
-def cli() -> str:
-    local = Path(sys.executable).with_name("incident-memory")
-    return str(local) if local.exists() else "incident-memory"
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float, log: Path | None, run: Run) -> None:
-    """Poll `check` until true; a timeout is a one-line error naming the step and the log."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        for name, proc in run.procs.items():
-            if proc.poll() is not None:
-                raise UserFacingError(
-                    f"step '{what}': {name} exited with {proc.returncode}; see {run.log(name)}"
-                )
-        time.sleep(0.1)
-    where = f"; see {log}" if log else ""
-    raise UserFacingError(f"step '{what}' timed out after {timeout:.0f}s{where}")
-
-
-def _await(check: Callable[[], Any], what: str, timeout: float, run: Run) -> Any:
-    """`wait_for` a check that returns its answer (None until then); the answer."""
-    found: list[Any] = []
-
-    def done() -> bool:
-        value = check()
-        if value is not None:
-            found.append(value)
-        return value is not None
-
-    wait_for(what, done, timeout, run.log("slack"), run)
-    return found[0]
-
-
-def log_has(path: Path, needle: str) -> Callable[[], bool]:
-    return lambda: path.exists() and needle in path.read_text(errors="replace")
-
-
-def start(run: Run, name: str, args: list[str], env: dict[str, str], argv: list[str] | None = None) -> None:
-    """Start `incident-memory <name> args` (or `argv`), its output in the run's log of that name."""
-    out = run.log(name).open("wb")
-    run.procs[name] = subprocess.Popen(
-        argv or [cli(), name, *args], stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-    )
-
-
-def stop_all(run: Run) -> None:
-    for proc in run.procs.values():
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    for proc in run.procs.values():
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+def wait_for(what: str, check: Callable[[], Any], timeout: float, pipe: Pipeline) -> Any:
+    """Poll `check` until it answers; a timeout or a crashed service is a one-line error naming the step and
+    the log to read."""
+    try:
+        return pipe.wait_until(check, timeout, what)
+    except PipelineError as exc:
+        raise UserFacingError(f"step '{what}': {exc.summary}") from None
 
 
 def sign(secret: str, body: bytes, timestamp: int) -> str:
@@ -200,7 +135,7 @@ class SlackSide:
     ours: bool
 
 
-def slack_side(run: Run, env: dict[str, str], timeout: float) -> SlackSide:
+def slack_side(pipe: Pipeline, timeout: float) -> SlackSide:
     """SLACK_API_URL + SLACK_BOT_TOKEN (+ SLACK_DEFAULT_CHANNEL) from the environment, else our stand-in."""
     if os.environ.get("SLACK_API_URL"):
         token = os.environ.get("SLACK_BOT_TOKEN", "")
@@ -211,9 +146,9 @@ def slack_side(run: Run, env: dict[str, str], timeout: float) -> SlackSide:
     port, token = free_port(), f"xoxb-demo-{secrets.token_hex(8)}"
     argv = [sys.executable, "-m", "deploy.local.slack_standin", "--port", str(port), "--bot-token", token,
             "--app-token", f"xapp-demo-{secrets.token_hex(8)}", "--channel", CHANNEL]  # fmt: skip
-    start(run, "slack-standin", [], env, argv)
     side = SlackSide(f"http://127.0.0.1:{port}/api/", token, CHANNEL, ours=True)
-    wait_for("Slack stand-in ready", lambda: _auth_ok(side), timeout, run.log("slack-standin"), run)
+    pipe.start("slack-standin", argv, ready=lambda: _auth_ok(side))
+    wait_for("Slack stand-in ready", lambda: _auth_ok(side), timeout, pipe)
     return side
 
 
@@ -279,18 +214,18 @@ def models_used(dsn: str, schema: str, thread_ts: str, agent_log: Path) -> set[s
     return found
 
 
-def secure_names(run: Run) -> Any:
+def secure_names(names: Names) -> Any:
     """This run's topics and groups, for the ACLs of the secured node's service principals."""
     from deploy.local import kafka_secure
 
-    t = run.topics
+    t = names.topics
     return kafka_secure.Names(
         events=t["events"],
         compacted=t["compacted"],
         wake=t["wake"],
         dlq=t["dlq"],
-        selections=t["selections"],
-        groups={service: f"demo.{run.run_id}.{service}" for service in kafka_secure.SERVICES},
+        selections=names.selections,
+        groups={service: names.group(service) for service in kafka_secure.SERVICES},
     )
 
 
@@ -310,15 +245,15 @@ def run(args: argparse.Namespace) -> int:
     from deploy.local import kafka_secure
     from deploy.local.seed import seed_incident
     from deploy.local.stack import up
-    from schemas.migrate import apply_migrations
     from services.projector.show import fetch_rows, render_table
     from services.runtime.kafka import admin_config
 
-    run_ = Run(uuid.uuid4().hex[:8], Path(args.cache_dir) / "")
-    run_.root = Path(args.cache_dir) / run_.run_id
+    run_id = uuid.uuid4().hex[:8]
+    names = Names.fresh(f"demo.{run_id}", f"demo_{run_id}")
+    run_ = Run(run_id, Path(args.cache_dir) / run_id)
     run_.root.mkdir(parents=True, exist_ok=True)
     t = args.timeout
-    run_.step(f"run {run_.run_id}: starting the stack (Kafka, PostgreSQL)")
+    run_.step(f"run {run_id}: starting the stack (Kafka, PostgreSQL)")
     info = up(secure=args.secure)
     bootstrap = getattr(info, "kafka_bootstrap_servers", None) or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     dsn = getattr(info, "database_url", None) or os.environ.get("DATABASE_URL")
@@ -327,7 +262,6 @@ def run(args: argparse.Namespace) -> int:
 
         s = Settings.from_env()
         bootstrap, dsn = bootstrap or s.kafka_bootstrap_servers, dsn or s.database_url
-    names = run_.topics
     secure = info.secure_kafka if args.secure else None
     if args.secure and secure is None:
         raise UserFacingError(
@@ -335,134 +269,43 @@ def run(args: argparse.Namespace) -> int:
         )
     admin: str | dict[str, Any] = admin_config(secure.client()) if secure else bootstrap
     dsn = (info.verify_full_dsn or dsn) if secure else dsn
-    parts = {spec.name: spec.partitions for spec in topics.TOPICS}
-    specs = tuple(
-        topics.TopicSpec(names[k], parts[base])
-        for k, base in (
-            ("events", topics.EVENTS),
-            ("compacted", topics.COMPACTED),
-            ("wake", topics.WAKE),
-            ("dlq", topics.DLQ),
-        )
+    secret, token = secrets.token_hex(16), secrets.token_hex(16)
+    pipe = Pipeline(
+        bootstrap,
+        dsn,
+        names.schema,
+        names.topics,
+        run_.root,
+        prefix=names.prefix,
+        extra_env={
+            "SLACK_SIGNING_SECRET": secret,
+            "ALERTMANAGER_TOKEN": token,
+            "SLACK_BOT_USER_ID": BOT_USER_ID,
+        },
+        # secured: each service as its own principal (its client properties file) on the SASL_SSL node
+        service_env=secure.env if secure else None,
     )
-    topics.ensure_topics(admin, specs)
+    pipe.provision(admin)
     if secure:
-        kafka_secure.grant(secure.client(), kafka_secure.service_acls(secure_names(run_)))
+        kafka_secure.grant(secure.client(), kafka_secure.service_acls(secure_names(names)))
         run_.step(
             f"secured: Kafka {secure.bootstrap} over SASL_SSL, one SCRAM principal per service with ACLs "
             "for this run's topics and groups; Postgres over TLS (sslmode=verify-full)"
         )
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(run_.schema)))
-    with psycopg.connect(dsn) as conn:
-        apply_migrations(conn, run_.schema)
-        conn.commit()
-    run_.step(f"topics demo.{run_.run_id}.* and schema {run_.schema} created")
+    run_.step(f"topics {names.prefix}.* and schema {names.schema} created")
 
-    secret, token, port = secrets.token_hex(16), secrets.token_hex(16), free_port()
-    env = {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "DATABASE_URL": dsn,
-        "SLACK_SIGNING_SECRET": secret,
-        "ALERTMANAGER_TOKEN": token,
-        "SLACK_BOT_USER_ID": BOT_USER_ID,
-        "PYTHONUNBUFFERED": "1",
-    }
     seed = seed_incident()
     try:
-        common = ["--dlq-topic", names["dlq"]]
-        side = slack_side(run_, env, t)
+        side = slack_side(pipe, t)
         run_.step(
             f"Slack: {'our stand-in' if side.ours else 'the Slack API'} at {side.api_url}, channel {side.channel}"
         )
-
-        def env_of(service: str, base: dict[str, str] = env) -> dict[str, str]:
-            """Secured: the service's own principal (its client properties file) on the SASL_SSL node."""
-            return {**base, **secure.env(service)} if secure else base
-
-        slack_env = env_of("slack", {**env, "SLACK_API_URL": side.api_url, "SLACK_BOT_TOKEN": side.bot_token})
-        start(
-            run_,
-            "slack",
-            ["--events-topic", names["events"], "--group", f"demo.{run_.run_id}.slack", "--schema", run_.schema,
-             "--default-channel", side.channel],
-            slack_env,
-        )  # fmt: skip
-        start(
-            run_,
-            "ingest",
-            ["--port", str(port), "--events-topic", names["events"], "--wake-topic", names["wake"],
-             "--schema", run_.schema, *common],
-            env_of("ingest"),
-        )  # fmt: skip
-        start(
-            run_,
-            "compactor",
-            [
-                "--app-id", f"demo.{run_.run_id}.compactor",
-                "--events-topic", names["events"],
-                "--compacted-topic", names["compacted"],
-                "--selections-topic", names["selections"],
-                "--workers-dir", str(run_.root / "faust"),
-                *common,
-            ],
-            env_of("compactor"),
-        )  # fmt: skip
-        start(
-            run_,
-            "projector",
-            [
-                "--schema",
-                run_.schema,
-                "--topic",
-                names["compacted"],
-                "--group",
-                f"demo.{run_.run_id}.projector",
-                *common,
-            ],
-            env_of("projector"),
-        )
-        start(
-            run_,
-            "agent",
-            [
-                "--schema", run_.schema,
-                "--events-topic", names["events"],
-                "--wake-topic", names["wake"],
-                "--group", f"demo.{run_.run_id}.agent",
-                *common,
-            ],
-            env_of("agent"),
-        )  # fmt: skip
-        base = f"http://127.0.0.1:{port}"
-
-        def healthy() -> bool:
-            try:
-                return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for("ingest ready", healthy, t, run_.log("ingest"), run_)
-        run_.step(f"ingest ready on {base}")
-        wait_for(
-            "projector ready", log_has(run_.log("projector"), "assigned"), t, run_.log("projector"), run_
-        )
-        run_.step("projector ready (partitions assigned)")
-        wait_for(
-            "compactor ready",
-            log_has(run_.log("compactor"), "partitions assigned"),
-            t,
-            run_.log("compactor"),
-            run_,
-        )
-        run_.step("compactor ready (faust worker)")
-        wait_for("agent ready", log_has(run_.log("agent"), "agent starting"), t, run_.log("agent"), run_)
-        run_.step("agent ready")
-        wait_for(
-            "Slack poster ready", log_has(run_.log("slack"), "slack poster ready"), t, run_.log("slack"), run_
-        )
-        run_.step("Slack poster ready")
+        slack = pipe.slack(side.api_url, side.bot_token, default_channel=side.channel)
+        ingest, compactor, projector, agent = pipe.ingest(), pipe.compactor(), pipe.projector(), pipe.agent()
+        base = f"http://127.0.0.1:{ingest.port}"
+        for proc in (ingest, projector, compactor, agent, slack):
+            wait_for(f"{proc.name} ready", proc.ready or (lambda: True), t, pipe)
+            run_.step(f"{proc.name} ready" + (f" on {base}" if proc is ingest else ""))
 
         with httpx.Client(base_url=base, timeout=10) as client:
             resp = client.post(
@@ -474,24 +317,24 @@ def run(args: argparse.Namespace) -> int:
                 )
             thread_ts = str(resp.json().get("thread_ts") or seed.thread_ts)
             run_.step(f"alert sent through ingest (incident {thread_ts}); waiting for its Slack thread")
-            root = _await(
-                recorded(dsn, run_.schema, f"{thread_ts}:-:alert:0"), "alert posted to Slack", t, run_
+            root = wait_for(
+                "alert posted to Slack", recorded(dsn, names.schema, f"{thread_ts}:-:alert:0"), t, pipe
             )
             channel, root_ts = root
             run_.step(f"the bot posted the alert: Slack thread {channel}/{root_ts}; waiting for round 1")
-            wait_for("round 1", round_posted(dsn, run_.schema, thread_ts, 1), t, run_.log("agent"), run_)
-            _await(recorded(dsn, run_.schema, f"{thread_ts}:1:post:0"), "round 1 posted to Slack", t, run_)
+            wait_for("round 1", round_posted(dsn, names.schema, thread_ts, 1), t, pipe)
+            wait_for("round 1 posted to Slack", recorded(dsn, names.schema, f"{thread_ts}:1:post:0"), t, pipe)
             run_.step("round 1 committed (investigate, hypothesis, judge, post) and its questions posted")
             for i, human in enumerate(seed.humans):
                 kind = "app_mention" if human.mention else "message"
                 event = slack_event(kind, root_ts, human.ts, human.user, human.text, channel)
-                post_slack(client, secret, slack_envelope(event, f"Ev{run_.run_id.upper()}{i:03d}"))
+                post_slack(client, secret, slack_envelope(event, f"Ev{run_id.upper()}{i:03d}"))
                 label = "mention" if human.mention else "reply"
                 run_.step(f"Slack {label} from {human.user} in the alert's thread sent (signed)")
-            wait_for("round 2", round_posted(dsn, run_.schema, thread_ts, 2), t, run_.log("agent"), run_)
-            _await(recorded(dsn, run_.schema, f"{thread_ts}:2:post:0"), "round 2 posted to Slack", t, run_)
+            wait_for("round 2", round_posted(dsn, names.schema, thread_ts, 2), t, pipe)
+            wait_for("round 2 posted to Slack", recorded(dsn, names.schema, f"{thread_ts}:2:post:0"), t, pipe)
             run_.step("round 2 committed and its summary posted")
-        with db(dsn, run_.schema) as conn:
+        with db(dsn, names.schema) as conn:
             rows = fetch_rows(conn, thread_ts)
         print()
         print(render_table(rows))
@@ -499,7 +342,7 @@ def run(args: argparse.Namespace) -> int:
         raw_total = sum(r.raw_tokens for r in rows)
         ctx_total = sum(r.context_tokens for r in rows)
         print(f"raw total: {raw_total:,} tokens; in context: {ctx_total:,} tokens")
-        inputs = model_inputs(run_.log("agent"))
+        inputs = model_inputs(agent.log)
         if inputs.get(2):
             biggest = max(tok for _node, tok in inputs[2])
             calls = ", ".join(f"{node} {tok:,}" for node, tok in inputs[2])
@@ -507,8 +350,8 @@ def run(args: argparse.Namespace) -> int:
                 f"round-2 model input: {biggest:,} tokens (largest call: messages with the preamble, "
                 f"plus the tool schemas on investigate calls; calls: {calls})"
             )
-        used = models_used(dsn, run_.schema, thread_ts, run_.log("agent"))
-        if used == {LOCAL_MODEL} or (not used and LOCAL_MODEL in run_.log("agent").read_text()):
+        used = models_used(dsn, names.schema, thread_ts, agent.log)
+        if used == {LOCAL_MODEL} or (not used and LOCAL_MODEL in agent.log.read_text()):
             print(LOCAL_NOTE)
         else:
             print(f"model: {', '.join(sorted(used)) or 'unknown'}")
@@ -521,9 +364,9 @@ def run(args: argparse.Namespace) -> int:
             first = str(message.get("text") or "").splitlines()[0][:100] if message.get("text") else ""
             print(f"  {message.get('ts')}  [{tag}]  {first}")
         print(
-            f"schema {run_.schema}; logs in {run_.root}; `incident-memory show {thread_ts} --schema {run_.schema}`"
+            f"schema {names.schema}; logs in {run_.root}; `incident-memory show {thread_ts} --schema {names.schema}`"
         )
     finally:
-        stop_all(run_)
+        pipe.stop_all()
         run_.step("services stopped")
     return 0

@@ -17,6 +17,7 @@ import psycopg
 
 from schemas.events import ToolResult
 from schemas.ids import canonical_args_hash
+from schemas.tools import tool_error_raw
 from services.agent import metrics
 from services.agent.config import AgentConfig
 from services.agent.emitter import EventEmitter
@@ -84,7 +85,7 @@ class ToolPath:
         try:
             raw = await self.toolbox.call(tool, args)
         except ToolCallError as exc:
-            raw = {"error": str(exc), "tool": tool}  # the tool's own answer, recorded as it came back
+            raw = tool_error_raw(tool, str(exc))  # the tool's own answer, recorded as it came back
         metrics.TOOL_CALLS.labels(tool).inc()
         event = ToolResult(
             thread_ts=thread_ts,

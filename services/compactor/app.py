@@ -186,6 +186,12 @@ def run(args: argparse.Namespace) -> int:
         ),
     )
 
+    # warm-up: what the first tool result would pay (the token encoding, each compactor's first use),
+    # paid before the worker starts, so before `/healthz` can say ready
+    from services.compactor.warm import warm_up
+
+    warm_up(config.compactors)
+
     # the loop
     worker = JsonWorker(app, log_level=config.log_level)
     try:

@@ -29,7 +29,11 @@ from services.runtime.loading import json_object_setting
 # 5: Prometheus salience on real responses (peers by metric name, activity for noisy and short
 #    series, standing levels after changes), twin series on one line, no groups in small answers,
 #    `varying lo..hi` for a trendless series that moves more than its level.
-COMPACTOR_VERSION = "5"
+# 6: issue 18's live findings: a failed tool call's digest is the tool's own error (`tool_error`);
+#    Loki patterns keep their first/last times, one-off patterns are left out before any time is
+#    (`Item.essential`, `Item.minor`); Prometheus lines keep every label that varies, and a series
+#    that rose keeps its start.
+COMPACTOR_VERSION = "6"
 
 BUDGETS_ENV = "COMPACTOR_BUDGETS"
 

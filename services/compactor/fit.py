@@ -133,12 +133,27 @@ def fit(
 ) -> Fitted | None:
     """The richest digest of `candidates` (in this order) within `budget`, or None if even the
     tersest header with everything counted as omitted does not fit. At most `most` candidates are
-    kept (a selection's length); the rest are counted as omitted."""
+    kept (a selection's length); the rest are counted as omitted.
+
+    Kept items go no terser than their `least` form (a log pattern keeps its first and last times):
+    `minor` items (one-off log lines) are left out, and counted, first. Only when that would leave
+    out a pinned item or one that is not minor are the forms past `least` used: then the minor
+    items are left out, and the kept ones get their `least` forms back in order while they fit."""
     costs = _Costs(candidates, cache)
     suffixes = _Suffixes(candidates, draft.kind, draft.unit)
+    floors = [it.least for it in candidates]
+    tersest = [len(it.forms) - 1 for it in candidates]
+    limit = len(candidates) if most is None else min(most, len(candidates))
+    major = max((i + 1 for i, it in enumerate(candidates[:limit]) if it.pinned or not it.minor), default=0)
+    need = min(max(major, 1), limit)
     slack = 0
     for _ in range(8):
-        plan = _plan(draft, candidates, budget - slack, costs, suffixes, most, upgrade)
+        room = budget - slack
+        plan = _plan(draft, candidates, room, costs, suffixes, most, upgrade, floors, floors)
+        if floors != tersest and (plan is None or len(plan[1]) < need):
+            terse = _plan(draft, candidates, room, costs, suffixes, need, upgrade, tersest, floors)
+            if terse is not None and (plan is None or len(terse[1]) > len(plan[1])):
+                plan = terse
         if plan is None:
             return None
         header, levels = plan
@@ -160,8 +175,12 @@ def _plan(
     suffixes: _Suffixes,
     most: int | None,
     upgrade: bool,
+    floors: Sequence[int],
+    goals: Sequence[int],
 ) -> tuple[Mapping[str, Any], list[int]] | None:
-    """(header, form index of each kept candidate) by the estimates; None if nothing fits."""
+    """(header, form index of each kept candidate) by the estimates: as many candidates as fit at
+    their `floors` forms, each at least at its `goals` form where that fits (in order), then
+    upgraded one step at a time, round after round; None if nothing fits."""
     if budget <= 0:
         return None
     # The richest header that takes at most a quarter of the budget (window, levels and labels are
@@ -172,21 +191,42 @@ def _plan(
         last = h_index == len(draft.headers) - 1
         if base > budget // 4 and not last:
             continue
-        kept = _longest_prefix(candidates, budget - base, costs, suffixes, most)
+        kept = _longest_prefix(candidates, budget - base, costs, suffixes, most, floors)
         if kept is not None:
             chosen = (header, kept, base)
             break
     if chosen is None:
         return None
     header, kept, base = chosen
+    fixed = base + suffixes.cost(kept)
+    if not upgrade:
+        return header, list(floors[:kept])
+    # One step at a time from the tersest forms, round after round, as long as that reaches every
+    # kept item's `goals` form (it does whenever the goals fit and are on the way); otherwise the
+    # goals first, in order, then the same rounds.
     tersest = [len(candidates[i].forms) - 1 for i in range(kept)]
-    levels = list(tersest)
-    omitted = suffixes.cost(kept)
-    total = base + omitted + sum(costs(i, lv) for i, lv in enumerate(levels))
-    changed = upgrade
+    levels = _rounds(tersest, fixed, budget, costs)
+    if any(lv > goal for lv, goal in zip(levels, goals, strict=False)):
+        levels = list(floors[:kept])
+        total = fixed + sum(costs(i, lv) for i, lv in enumerate(levels))
+        for i in range(kept):
+            if levels[i] > goals[i]:
+                delta = costs(i, goals[i]) - costs(i, levels[i])
+                if total + delta <= budget:
+                    levels[i] = goals[i]
+                    total += delta
+        levels = _rounds(levels, fixed, budget, costs)
+    return header, levels
+
+
+def _rounds(start: Sequence[int], fixed: int, budget: int, costs: _Costs) -> list[int]:
+    """Upgrade each item one resolution step, in order, round after round, while the total fits."""
+    levels = list(start)
+    total = fixed + sum(costs(i, lv) for i, lv in enumerate(levels))
+    changed = True
     while changed:
         changed = False
-        for i in range(kept):
+        for i in range(len(levels)):
             if levels[i] == 0:
                 continue
             delta = costs(i, levels[i] - 1) - costs(i, levels[i])
@@ -194,19 +234,24 @@ def _plan(
                 levels[i] -= 1
                 total += delta
                 changed = True
-    return header, levels
+    return levels
 
 
 def _longest_prefix(
-    candidates: Sequence[Item], room: int, costs: _Costs, suffixes: _Suffixes, most: int | None
+    candidates: Sequence[Item],
+    room: int,
+    costs: _Costs,
+    suffixes: _Suffixes,
+    most: int | None,
+    floors: Sequence[int],
 ) -> int | None:
-    """The most candidates, taken in order at their tersest forms, that fit in `room` together with
+    """The most candidates, taken in order at their `floors` forms, that fit in `room` together with
     the count of the rest; None when not even the count of everything fits."""
     best = None
     spent = 0
     for kept in range((len(candidates) if most is None else min(most, len(candidates))) + 1):
         if kept:
-            spent += costs(kept - 1, len(candidates[kept - 1].forms) - 1)
+            spent += costs(kept - 1, floors[kept - 1])
             if spent > room:
                 break
         if spent + suffixes.cost(kept) <= room:

@@ -338,20 +338,26 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
         times = clock.span(pattern.first, pattern.last)
         head = f"{n}× {times}{tag} "
         ranges, fixed = _fields(pattern, raws)
-        forms = [
+        timed = [
             head + clip(exemplar, _EXEMPLAR_CHARS) + (f" [{'; '.join(ranges)}]" if ranges else ""),
             head + clip(exemplar, _SHORT_CHARS),
             head + _keywords(exemplar, 4, 3, spread, fixed),
+        ]
+        # Without first/last: the last resort, once the minor patterns are left out (`fit`).
+        bare = [
             f"{n}×{tag} " + _keywords(exemplar, 4, 3, spread, fixed),
             f"{n}×{tag} " + _keywords(exemplar, 2, 2, spread, fixed),
         ]
+        forms, essential = _ladder(timed, bare)
         items.append(
             Item(
                 id=f"p{index}",
-                forms=tuple(dict.fromkeys(forms)),  # equal forms collapse
+                forms=forms,
+                essential=essential,
                 n=n,
                 level=pattern.level,
                 pinned=LEVEL_RANK[pattern.level] >= ERROR_RANK,
+                minor=_minor(pattern, len(entries)),
                 salience=float(_salience(pattern)),
                 first=clock.at(pattern.first),
             )
@@ -427,9 +433,11 @@ def _folded(
     tag = _LEVEL_TAG.get(level, level.upper())
     opening = _shape(messages[members[0].members[0]].split(maxsplit=1)[0]) if word else "other"
     what = f"{opening} … ({len(members)} patterns)"
+    forms, essential = _ladder([f"{n}× {clock.span(first, last)} {tag} {what}"], [f"{n}× {tag} {what}"])
     return Item(
         id=id_,
-        forms=(f"{n}× {clock.span(first, last)} {tag} {what}", f"{n}× {tag} {what}"),
+        forms=forms,
+        essential=essential,
         n=n,
         level=level,
         pinned=True,
@@ -437,6 +445,20 @@ def _folded(
         weight=0.5 if word else 0.2,  # a group named by its first word says more than "other"
         members=len(members),
     )
+
+
+def _ladder(timed: Sequence[str], bare: Sequence[str]) -> tuple[tuple[str, ...], int]:
+    """(the forms, richest first and equal ones collapsed; the index of the tersest one with times)."""
+    kept = tuple(dict.fromkeys(timed))
+    return (*kept, *(f for f in dict.fromkeys(bare) if f not in kept)), len(kept) - 1
+
+
+def _minor(pattern: _Pattern, lines: int) -> bool:
+    """A one-off below error level, or a pattern under 1% of the lines (by salience): what is left
+    out, and counted, before any kept pattern loses its first and last times."""
+    if LEVEL_RANK[pattern.level] >= ERROR_RANK:
+        return False
+    return len(pattern.members) == 1 or _salience(pattern) * 100 < lines
 
 
 def _salience(pattern: _Pattern) -> int:

@@ -42,11 +42,12 @@ class Item:
     """One unit of a digest that can be kept or left out: a log pattern, a series, a span group.
 
     `forms` are its renderings, richest first; the last (tersest) still names what it is and its
-    count, so keeping an item at any form keeps its facts. `n` is what it counts (lines,
-    samples, spans, occurrences) and `level` its severity: an item left out is still counted,
-    by level. `pinned` items (error or worse) come before every unpinned one, so an error is
-    never dropped while something less severe is shown. `salience` orders unpinned items for
-    the local selector (higher first).
+    count, so keeping an item at any form keeps its facts. Forms after `essential` drop something
+    the item should keep (a pattern's times): the fitter leaves out `minor` items before it uses
+    them. `n` is what it counts (lines, samples, spans, occurrences) and `level` its severity: an
+    item left out is still counted, by level. `pinned` items (error or worse) come before every
+    unpinned one, so an error is never dropped while something less severe is shown. `salience`
+    orders unpinned items for the local selector (higher first).
     """
 
     id: str
@@ -58,6 +59,17 @@ class Item:
     first: str | None = None
     weight: float = 1.0  # how fully it shows its n (a coarse group of patterns shows them at half)
     members: int = 1  # how many of the draft's `kind` it stands for (a group of 30 similar series: 30)
+    # The tersest form that still keeps everything the item must say (a log pattern: its first and
+    # last times, invariant 6); the forms after it are a last resort, used only when leaving out the
+    # minor items is not enough (`fit.fit`). None: every form keeps it.
+    essential: int | None = None
+    minor: bool = False  # low salience (a one-off log line): left out before a kept item loses a fact
+
+    @property
+    def least(self) -> int:
+        """The index of the tersest form the fitter reaches for before the last resort."""
+        last = len(self.forms) - 1
+        return last if self.essential is None else min(self.essential, last)
 
 
 @dataclass(frozen=True)

@@ -2,20 +2,25 @@
 
 What the digest says. The header counts every series and sample (`N series, M samples`), names the
 metric and the labels every series shares once, and gives the window (date once) and the step. Each
-item is one text line. A salient series gets its own line: its distinguishing labels, min / max /
+item is one text line. A salient series gets its own line: the labels that vary across the answer
+(`{endpoint=alertmanager, status=401}`, not only `status`, which alone tells the series apart), min / max /
 last with their times and a trend in segments (`flat ~152Mi, then rising ~33Mi/min from 03:02:00`,
 spikes, jumps). Quiet series are collapsed: `28 series {pod=checkout-api-*}: 0..0.02, last 0..0.01`.
 Values are the raw's sample strings, copied; a humanized form (`573Mi`) only ever stands beside one,
 in parentheses. Times are the raw's, cut to HH:MM:SS by `Clock` (the date is in `window`); the last
 sample's time is left out when it is the window's end, and `max=last` is said once. A series with
-fewer samples than the fullest one says so (`45 pts`), and where it started (`from 12:10:49`) or
+fewer samples than the fullest one says so (`45 pts`), and where it started (`from 12:10:49`, or
+`from min` when its min, shown with its time, is its first sample) or
 went away and came back (`gap 12:11:55-12:12:21`: Prometheus leaves out of a range query the steps
 after a stale marker); `NaN` and `+Inf` samples are counted (`3 NaN`), never read as numbers.
 
-Resolution. A series line has five forms: all its labels, min/max/last, the trend and six
-downsampled points; then the distinguishing labels only (those that tell apart the series of its
-metric); then without min; then last (and a gap) and the current trend phrase; then last and the
-trend's words. A group has three (with member names, with the last range, the range alone). The
+Resolution. A series line has up to eight forms: all its labels, min/max/last, the trend and six
+downsampled points; the same without the points; then the labels that vary and have a short value
+(at most 24 characters: a cgroup path waits for the richest forms); then without min, unless the
+trend opens with a rise (the min is where it rose from); the same with a humanized value only where
+it converts a unit (`(606Mi)` stays, a rounding `(0.0844)` goes); then that start and last with the
+current trend phrase; then the distinguishing labels only (those that tell apart the series of its
+metric), last (and a gap) and the current trend phrase; then last and the trend's words. A group has three (with member names, with the last range, the range alone). The
 fitter upgrades forms while the digest fits.
 
 Salience (`Item.salience`, what the local selector ranks by), a sum of peer-relative parts so that a
@@ -93,6 +98,7 @@ _NAME_CHARS = 60
 _LABELS_CHARS = 200  # all of a series' own labels, richest form
 _HEADER_LABELS_CHARS = 300
 _ID_KEYS = 3  # at most this many labels name a series in its terse forms
+_SHORT_VALUE = 24  # a varying label this short is on a series' line in all but its two tersest forms
 _MEMBERS = 12  # member names listed in a group's richest form
 _ALERT_KEYS = ("pod", "instance", "namespace", "container", "node", "job", "service", "deployment", "app")
 _DONE = {"jump": "jumped", "drop": "dropped"}
@@ -731,17 +737,18 @@ def _labels_text(name: str, labels: Mapping[str, str], keys: Sequence[str], limi
     return _clip(name, _NAME_CHARS) + "{" + _clip(inner, limit) + "}"
 
 
-def _series_forms(s: _Series, c: _Ctx, head_full: str, head_id: str) -> tuple[str, ...]:
-    """Five resolutions of one series line, richest first."""
+def _series_forms(s: _Series, c: _Ctx, head_full: str, head_id: str, head_vary: str) -> tuple[str, ...]:
+    """Up to eight resolutions of one series line, richest first."""
     pts = s.points
     if not pts:
-        return (f"{head_full}: no samples", f"{head_id}: no samples")
+        return tuple(dict.fromkeys(f"{h}: no samples" for h in (head_full, head_vary, head_id)))
     last = len(pts) - 1
     notes = []
     if len(pts) != c.usual:
         notes.append(f"{len(pts)} pts")
-    if pts[0][2] != c.start:
-        notes.append(f"from {c.times.at(pts[0])}")
+    started = f"from {c.times.at(pts[0])}" if pts[0][2] != c.start else ""
+    if started:
+        notes.append(started)
     gaps = _gaps(pts, c.step)
     gap = ""
     if gaps:
@@ -753,9 +760,18 @@ def _series_forms(s: _Series, c: _Ctx, head_full: str, head_id: str) -> tuple[st
     if bad:
         notes.append(bad)
     note = f" ({', '.join(notes)})" if notes else ""
+
+    def note_beside(shown: Sequence[int]) -> str:
+        """The note; where the series started said as `from min` (`from max`) when its first sample
+        is the min (max) shown with its time beside it."""
+        if not started or 0 not in shown or last == 0:
+            return note
+        at = "from min" if s.lo == 0 and s.lo in shown else "from max"
+        return " (" + ", ".join(at if n == started else n for n in notes) + ")"
+
     if not s.finite:
         line = f"last {pts[last][1]}{note}"
-        return (f"{head_full}: {line}", f"{head_id}: {line}")
+        return tuple(dict.fromkeys(f"{h}: {line}" for h in (head_full, head_vary, head_id)))
     end = "" if pts[last][2] == c.end else f" {c.times.at(pts[last])}"
 
     def stat(i: int, name: str, human: bool = True) -> str:
@@ -769,28 +785,55 @@ def _series_forms(s: _Series, c: _Ctx, head_full: str, head_id: str) -> tuple[st
             f"1 sample {_value(pts[i], s.as_bytes)} at {c.times.at(pts[i])}" if len(s.finite) == 1 else None
         )
         flat = only or f"flat at {pts[i][1]}{' until' + end if end and i == last else ''}"
-        return tuple(dict.fromkeys((f"{head_full}: {flat}{note}", f"{head_id}: {flat}{note}")))
+        return tuple(dict.fromkeys(f"{h}: {flat}{note}" for h in (head_full, head_vary, head_id)))
     segs = _segments(s)
     lo, hi = s.lo, s.hi
-    if hi == last:
-        maxi, lasti, mini = stat(hi, "max=last"), "", stat(lo, "min")
-    elif lo == last:
-        maxi, lasti, mini = stat(hi, "max"), "", stat(lo, "min=last")
-    else:
-        maxi, lasti, mini = stat(hi, "max"), stat(last, "last"), stat(lo, "min")
+
+    def extremes(human: bool) -> tuple[str, str, str]:
+        """(min, max, last) as the line says them; `max=last` or `min=last` once."""
+        if hi == last:
+            return stat(lo, "min", human), stat(hi, "max=last", human), ""
+        if lo == last:
+            return stat(lo, "min=last", human), stat(hi, "max", human), ""
+        return stat(lo, "min", human), stat(hi, "max", human), stat(last, "last", human)
+
+    mini, maxi, lasti = extremes(True)
     last_name = "max=last" if hi == last else "min=last" if lo == last else "last"
-    rich = ", ".join(x for x in (mini, maxi, lasti) if x) + note
-    mid = ", ".join(x for x in (maxi, lasti) if x) + note
+    rich = ", ".join(x for x in (mini, maxi, lasti) if x) + note_beside((lo, hi))
+    # A trend that opens with a rise says nothing of where it rose from ("rising ~0.053/min"): its
+    # line keeps its min (the start) as long as it keeps any value but the last.
+    rose = bool(segs) and segs[0].kind == "rising" and lo < hi
+    shown_mid = (lo, hi) if rose else (hi,)
+
+    def mid(human: bool) -> str:
+        low, high, final = extremes(human)
+        return ", ".join(x for x in (low if rose else "", high, final) if x) + note_beside(shown_mid)
+
+    # In the terser forms a humanized value stays only where it converts a unit (`635752453
+    # (606Mi)`); a rounding (`0.08436666666666667 (0.0844)`) goes before any value does.
+    units = s.as_bytes
+    start = stat(lo, "min", units) if rose else ""
     full = _trend(s, segs, c, frozenset((lo, hi)))
+    gone = f" ({gap})" if gap else ""  # it went away: said until the tersest
+    # The labels that vary (`head_vary`) before any detail but the last value: which endpoint
+    # refused tells more than where the refusals peaked; the fewest that tell the series apart
+    # (`head_id`) only in the two tersest forms, every label (`head_full`) in the two richest.
+    trend_mid = _trend(s, segs, c, frozenset(shown_mid))
+    now = _trend(s, segs, c, frozenset(), only_last=True)
+    now_from = _trend(s, segs, c, frozenset((lo,)), only_last=True) if start else now
     forms = [
         (head_full, rich, full, _downsample(s, c)),
-        (head_id, rich, full),
-        (head_id, mid, _trend(s, segs, c, frozenset((hi,)))),
+        (head_full, rich, full),
+        (head_vary, rich, full),
+        (head_vary, mid(True), trend_mid),
+        (head_vary, mid(units), trend_mid),
         (
-            head_id,
-            stat(last, last_name) + (f" ({gap})" if gap else ""),  # it went away: said until the tersest
-            _trend(s, segs, c, frozenset(), only_last=True),
+            head_vary,
+            ", ".join(x for x in (start, stat(last, last_name, units)) if x)
+            + (note_beside((lo,)) if start else gone),
+            now_from,
         ),
+        (head_id, stat(last, last_name) + gone, now),
         (head_id, stat(last, "last", human=False), _trend_words(s, segs)),
     ]
     return tuple(dict.fromkeys(f"{head}: " + "; ".join(p for p in parts if p) for head, *parts in forms))
@@ -1025,11 +1068,19 @@ def _context(series: Sequence[_Series], step: float) -> tuple[_Ctx, str | None]:
 
 def _heads(
     s: _Series, one_name: str | None, common: Mapping[str, str], keys: Sequence[str]
-) -> tuple[str, str]:
-    """(the series with all its own labels, with its distinguishing labels only)."""
+) -> tuple[str, str, str]:
+    """(the series with all its own labels, with its distinguishing labels only, with those and
+    every other label of its own whose value is short). Its own labels are those that vary across
+    the answer: `{endpoint=alertmanager, status=401}` says which endpoint refused, where `status`
+    alone would tell the series apart; a long value (a cgroup path) is left to the richest forms."""
     name = "" if one_name is not None else s.labels.get("__name__", "")
     own = sorted(k for k in s.labels if k not in common and k != "__name__")
-    return _labels_text(name, s.labels, own, _LABELS_CHARS), _labels_text(name, s.labels, keys, _LABELS_CHARS)
+    vary = [k for k in own if k in keys or len(s.labels[k]) <= _SHORT_VALUE]
+    return (
+        _labels_text(name, s.labels, own, _LABELS_CHARS),
+        _labels_text(name, s.labels, keys, _LABELS_CHARS),
+        _labels_text(name, s.labels, vary, _LABELS_CHARS),
+    )
 
 
 GroupKey = tuple[str, ...]
@@ -1080,10 +1131,10 @@ def _split(
     return sorted(out, key=lambda members: members[0].index), groups
 
 
-def _series_item(s: _Series, c: _Ctx, head_full: str, head_id: str) -> Item:
+def _series_item(s: _Series, c: _Ctx, head_full: str, head_id: str, head_vary: str | None = None) -> Item:
     return Item(
         id=f"s{s.index}",
-        forms=_series_forms(s, c, head_full, head_id),
+        forms=_series_forms(s, c, head_full, head_id, head_id if head_vary is None else head_vary),
         n=len(s.points),
         level="warn" if s.warn else "info",
         salience=s.salience,

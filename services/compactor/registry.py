@@ -29,6 +29,7 @@ from services.compactor.config import (
 from services.compactor.fit import Fitted, FormCosts, fit, form_cost, render
 from services.compactor.model import BudgetExceeded, Item, RawFormatError
 from services.compactor.selector import Candidate, LocalDeterministicSelector, Selector
+from services.compactor.tool_error import failure_digest, tool_failure
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,9 @@ def compact_tool_result(
        that fits and counts the rest.
     4. A compactor's own fallback (passthrough truncation); else `BudgetExceeded`.
 
+    A raw that records a failed call (`tool_error.tool_failure`) is not drafted: its digest is the
+    tool's own error message, labelled as such, with the evidence id.
+
     `canonical_raw` is `canonical_json(raw)` when the caller already has it (the stream does), so
     that a large raw is serialised once.
     """
@@ -139,7 +143,6 @@ def compact_tool_result(
     sha = hashlib.sha256(canonical_raw.encode()).hexdigest()
     context = dict(alert_context or {})
     evidence_id = str(context.get("evidence_id") or f"sha256:{sha[:16]}")
-    draft = config.compactors[name](raw, context, evidence_id)
 
     def done(
         fitted: Fitted | dict[str, Any], sel: Selection | None, ignored: tuple[str, ...] = ()
@@ -159,6 +162,13 @@ def compact_tool_result(
             ignored_ids=ignored,
         )
 
+    failure = tool_failure(raw, tool)
+    if failure is not None:  # the tool's own error, never read as a raw of the wrong format
+        error = failure_digest(*failure, evidence_id, limit)
+        if count_value_tokens(error) > limit:
+            raise BudgetExceeded(tool, count_value_tokens(error), limit)
+        return done(error, None)
+    draft = config.compactors[name](raw, context, evidence_id)
     items = draft.items
     pinned = [it for it in items if it.pinned]
     optional = [it for it in items if not it.pinned]

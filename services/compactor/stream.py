@@ -20,7 +20,7 @@ from schemas.events import (
     EventDecodeError,
     Selection,
     ToolResult,
-    canonical_json,
+    canonical_json_bytes,
     event_from_json,
     parse_event,
 )
@@ -92,14 +92,18 @@ def compact_event(
     selector: Selector | None,
     budget: int | None,
     config: CompactorConfig = BUILTIN,
+    raw_is_finite: bool = False,
 ) -> Compacted:
     """Compact one tool result, reusing a recorded selection for the same raw hash and version.
+
+    `raw_is_finite`: the raw was decoded by `loads_strict` (no NaN or infinity in it), so its
+    canonical JSON may keep orjson's rendering even where it holds a null (schemas/canonical.py).
 
     Raises RawFormatError / BudgetExceeded / anything the compactor raises; the caller
     turns those into dead letters.
     """
-    canonical_raw = canonical_json(event.raw)  # serialised once: hash, tokens and output bytes
-    key = selection_key(hashlib.sha256(canonical_raw.encode()).hexdigest(), config.version_for(event.tool))
+    raw_bytes = canonical_json_bytes(event.raw, finite=raw_is_finite)  # once: hash, tokens, output
+    key = selection_key(hashlib.sha256(raw_bytes).hexdigest(), config.version_for(event.tool))
     previous = recorded(key)
     outcome = compact_tool_result(
         event.tool,
@@ -108,7 +112,7 @@ def compact_event(
         budget=budget,
         selector=selector,
         recorded_selection=previous,
-        canonical_raw=canonical_raw,
+        canonical_raw=raw_bytes.decode(),
         config=config,
     )
     compacted = _with_compact(
@@ -122,7 +126,7 @@ def compact_event(
         selection=outcome.selection,
     )
     record = outcome.selection if previous is None and outcome.selection is not None else None
-    value = compacted_bytes(compacted, canonical_raw)
+    value = compacted_bytes(compacted, raw_bytes)
     return Compacted(value, compacted, outcome, key, record)
 
 
@@ -132,22 +136,25 @@ def _with_compact(event: ToolResult, **fields: Any) -> CompactedToolResult:
     return CompactedToolResult(**own, **fields)
 
 
-def compacted_bytes(event: CompactedToolResult, canonical_raw: str) -> bytes:
-    """`event.to_bytes()`, with the raw spliced in as the text already serialised instead of dumped again.
+def compacted_bytes(event: CompactedToolResult, canonical_raw: bytes) -> bytes:
+    """The event's canonical JSON, with the raw spliced in as the bytes already serialised (the raw is
+    most of the bytes), so each output is dumped once.
 
-    The raw is most of the bytes. Everything else is dumped as usual with a placeholder in the
-    raw's place; the placeholder's JSON text must occur exactly once, else the plain path is taken.
+    Everything else is pydantic's json-mode dump with a placeholder in the raw's place; the
+    placeholder's JSON text must occur exactly once, else the plain path is taken. That dump holds no
+    NaN (the model has no float-typed field, and pydantic writes a NaN inside `Any` as null), so its
+    nulls are Nones (`finite`, schemas/canonical.py); tests/compactor/test_stream_bytes.py checks it.
     """
     fields = event.model_dump(mode="json", exclude={"raw"})
     fields["raw"] = _RAW_PLACEHOLDER
-    text = canonical_json(fields)
+    text = canonical_json_bytes(fields, finite=True)
     if text.count(_RAW_PLACEHOLDER_JSON) != 1:
         return event.to_bytes()
-    return text.replace(_RAW_PLACEHOLDER_JSON, canonical_raw).encode()
+    return text.replace(_RAW_PLACEHOLDER_JSON, canonical_raw)
 
 
 _RAW_PLACEHOLDER = "\x00raw-placeholder\x00"
-_RAW_PLACEHOLDER_JSON = canonical_json(_RAW_PLACEHOLDER)
+_RAW_PLACEHOLDER_JSON = canonical_json_bytes(_RAW_PLACEHOLDER)
 
 
 def process(
@@ -193,7 +200,9 @@ def process(
         result = Forward(value, ts, mid)
     else:
         try:
-            result = compact_event(event, recorded=recorded, selector=selector, budget=budget, config=config)
+            result = compact_event(
+                event, recorded=recorded, selector=selector, budget=budget, config=config, raw_is_finite=True
+            )
         except RawFormatError as exc:
             return _unanswerable(dead(f"raw format: {exc}", ts, mid), event, budget, config)
         except BudgetExceeded as exc:
@@ -257,7 +266,7 @@ def _unanswerable(dead: Dead, event: ToolResult, budget: int | None, config: Com
 
     The error is not a digest of the raw, so it is not cached as one: `compactor_version` marks it
     (`error:` prefix), and a new compactor version re-derives a real digest on replay."""
-    canonical_raw = canonical_json(event.raw)
+    raw_bytes = canonical_json_bytes(event.raw)
     evidence_id = str(event.alert_context.get("evidence_id") or event.message_id)
     compact = error_compact(dead.letter.reason, evidence_id)
     tokens = count_value_tokens(compact)
@@ -265,13 +274,13 @@ def _unanswerable(dead: Dead, event: ToolResult, budget: int | None, config: Com
         event,
         compact=compact,
         tokens=tokens,
-        raw_tokens=count_tokens(event.raw if isinstance(event.raw, str) else canonical_raw),
-        raw_sha256=hashlib.sha256(canonical_raw.encode()).hexdigest(),
+        raw_tokens=count_tokens(event.raw if isinstance(event.raw, str) else raw_bytes.decode()),
+        raw_sha256=hashlib.sha256(raw_bytes).hexdigest(),
         compactor_version=f"error:{config.version_for(event.tool)}",
         budget=max(budget or config.budget_for(event.tool), tokens),
         selection=None,
     )
-    return Dead(dead.letter, dead.thread_ts, dead.message_id, compacted_bytes(answer, canonical_raw))
+    return Dead(dead.letter, dead.thread_ts, dead.message_id, compacted_bytes(answer, raw_bytes))
 
 
 # What a one-record batch adds to key + value on the wire (v2 batch header and record framing), rounded up.

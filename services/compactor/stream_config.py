@@ -35,6 +35,9 @@ class StreamConfig:
     partitions: int = 8  # of events_topic (checked against the broker at start-up)
     # compacted_topic's max.message.bytes, read from the broker at start-up
     max_output_bytes: int = topics.MAX_COMPACTED_RECORD_BYTES
+    # The producer's record batch: many outputs per produce request (a topic at the broker's default
+    # max.message.bytes, 1 MB, such as the DLQ, still takes it); capped at max_output_bytes.
+    producer_batch_bytes: int = 256 * 1024
     log_level: str = "INFO"
 
     @property

@@ -150,8 +150,11 @@ class Clock:
         return f"{self.at(first_ns, same_second)}–{self.at(last_ns, same_second)}"
 
     def window(self) -> str:
-        """`2026-03-14 03:00:01–03:15:00Z`: the date once, then the span at this clock's resolution."""
-        same_second = self.first_ns // 1_000_000_000 == self.last_ns // 1_000_000_000
+        """`2026-03-14 03:00:01–03:15:00Z`: the date once, then the span at this clock's resolution
+        (milliseconds only to tell apart two instants in one second: one instant is to the second)."""
+        same_second = (
+            self.first_ns != self.last_ns and self.first_ns // 1_000_000_000 == self.last_ns // 1_000_000_000
+        )
         a = (
             iso_from_ns(self.first_ns).rstrip("Z")[:10]
             + " "

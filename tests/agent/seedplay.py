@@ -1,4 +1,4 @@
-"""Play the seed thread onto real topics, and run the real services as subprocesses.
+"""Play the seed thread onto real topics (the services run through deploy/local/pipeline.py).
 
 The events are what ingest would produce for the seed's Alertmanager webhook and Slack
 messages (same ids: `T:-:alert:0`, `T:-:human:<ts>`), with event times taken from the
@@ -8,16 +8,8 @@ seed itself, so every run of the test sees the same thread.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -25,8 +17,6 @@ from confluent_kafka import Consumer, Producer
 from deploy.local.seed.incident import ALERT_STARTS_AT, seed_incident
 from schemas.events import AlertReceived, EventBase, HumanMessage, Wake, parse_event
 from schemas.ids import message_id
-
-CLI = Path(sys.executable).with_name("incident-memory")
 
 
 def _dt(value: str) -> datetime:
@@ -124,71 +114,3 @@ def read_all(bootstrap: str, topic: str, timeout: float = 5.0) -> list[EventBase
             out.append(parse_event(msg.value() or b""))
     consumer.close()
     return out
-
-
-@dataclass
-class Proc:
-    name: str
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-
-    def logs(self) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            with contextlib.suppress(json.JSONDecodeError):
-                value = json.loads(line)
-                if isinstance(value, dict):
-                    out.append(value)
-        return out
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-    def kill9(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-
-@dataclass
-class Procs:
-    tmp: Path
-    env: dict[str, str]
-    started: list[Proc] = field(default_factory=list)
-
-    def start(self, name: str, *args: str) -> Proc:
-        log_path = self.tmp / f"{name}-{len(self.started)}.log"
-        with log_path.open("wb") as log_file:
-            proc = subprocess.Popen(
-                [str(CLI), *args], stdout=log_file, stderr=subprocess.STDOUT, env=self.env
-            )
-        started = Proc(name, proc, log_path)
-        self.started.append(started)
-        return started
-
-    def stop_all(self) -> None:
-        for proc in reversed(self.started):
-            proc.stop()
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str, procs: Procs | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        for p in procs.started if procs else []:
-            if p.proc.poll() is not None and p.name != "agent":
-                raise AssertionError(
-                    f"{p.name} exited ({p.proc.returncode}):\n{p.log_path.read_text()[-3000:]}"
-                )
-        time.sleep(0.1)
-    tails = "\n".join(
-        f"--- {p.name}\n{p.log_path.read_text()[-2500:]}" for p in (procs.started if procs else [])
-    )
-    raise AssertionError(f"timed out waiting for {what}\n{tails}")

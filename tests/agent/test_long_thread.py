@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from deploy.local.pipeline import Pipeline
 from schemas.events import HumanMessage, ToolResult, Wake
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
 
-from .seedplay import Procs, alert_events, alert_wake, human_events, mention_wake, produce, read_all, wait_for
+from .seedplay import alert_events, alert_wake, human_events, mention_wake, produce, read_all
 from .test_seed_thread import _pipeline, _rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
@@ -52,41 +53,37 @@ def _mention(k: int) -> tuple[HumanMessage, Wake]:
 def test_twelve_rounds_stay_under_budget(
     kafka_bootstrap: str, pg_dsn: str, pg_schema: str, topic_names: dict[str, str], tmp_path: Path
 ) -> None:
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "DATABASE_URL": pg_dsn}
-    procs = Procs(tmp_path, env)
+    pipe = Pipeline(kafka_bootstrap, pg_dsn, pg_schema, topic_names, tmp_path)
     ev, wk = topic_names["events"], topic_names["wake"]
     try:
-        _pipeline(procs, pg_schema, topic_names, tmp_path)
-        procs.start(
-            "agent",
-            "agent", "--schema", pg_schema, "--events-topic", ev, "--wake-topic", wk,
-            "--dlq-topic", topic_names["dlq"], "--group", f"agent-{pg_schema}", "--model", "local",
-            "--judge-model", "local", "--context-budget", str(BUDGET),
-        )  # fmt: skip
+        _pipeline(pipe)
+        pipe.agent(
+            group=f"agent-{pg_schema}",
+            extra=["--model", "local", "--judge-model", "local", "--context-budget", str(BUDGET)],
+        )
         produce(kafka_bootstrap, ev, alert_events())
         produce(kafka_bootstrap, wk, [alert_wake()])
-        wait_for(
-            lambda: any(r[0] == f"{T}:1:post:0" for r in _rows(pg_dsn, pg_schema)), 120, "round 1", procs
+        pipe.wait_until(
+            lambda: any(r[0] == f"{T}:1:post:0" for r in _rows(pg_dsn, pg_schema)), 120, "round 1"
         )
         produce(kafka_bootstrap, ev, [*human_events(mention=False), *human_events(mention=True)])
         produce(kafka_bootstrap, wk, [mention_wake()])
         for k in range(3, 13):
-            wait_for(
+            pipe.wait_until(
                 lambda k=k: any(r[0] == f"{T}:{k - 1}:post:0" for r in _rows(pg_dsn, pg_schema)),
                 90,
                 f"round {k - 1}",
-                procs,
             )
             human, wake = _mention(k)
             produce(kafka_bootstrap, ev, [human])
             produce(kafka_bootstrap, wk, [wake])
-        wait_for(
-            lambda: any(r[0] == f"{T}:12:post:0" for r in _rows(pg_dsn, pg_schema)), 90, "round 12", procs
+        pipe.wait_until(
+            lambda: any(r[0] == f"{T}:12:post:0" for r in _rows(pg_dsn, pg_schema)), 90, "round 12"
         )
         rows = _rows(pg_dsn, pg_schema)
-        logs = [rec for p in procs.started if p.name == "agent" for rec in p.logs()]
+        logs = [rec for p in pipe.procs if p.name == "agent" for rec in p.logs()]
     finally:
-        procs.stop_all()
+        pipe.stop_all()
 
     if os.environ.get("AGENT_TEST_DUMP"):
         Path(os.environ["AGENT_TEST_DUMP"]).write_text(json.dumps([list(r) for r in rows], default=str))

@@ -19,22 +19,13 @@ import httpx
 import psycopg
 import pytest
 
-from deploy.local.ports import free_port
+from deploy.local.pipeline import Pipeline, Proc, free_port
 from schemas.events import ToolResult
 from schemas.ids import canonical_args_hash
 from schemas.tokens import count_value_tokens
 from services.projector.show import fetch_rows
 
-from .seedplay import (
-    Procs,
-    alert_events,
-    alert_wake,
-    human_events,
-    mention_wake,
-    produce,
-    read_all,
-    wait_for,
-)
+from .seedplay import alert_events, alert_wake, human_events, mention_wake, produce, read_all
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -53,14 +44,10 @@ def _rows(dsn: str, schema: str) -> list[tuple[Any, ...]]:
         ).fetchall()
 
 
-def _start(
-    procs: Procs, schema: str, topics: dict[str, str], tmp: Path, group: str, delay: str, port: int = 0
-) -> None:
-    procs.start(
-        "agent",
-        "agent", "--schema", schema, "--events-topic", topics["events"], "--wake-topic", topics["wake"],
-        "--dlq-topic", topics["dlq"], "--group", group, "--model", "local", "--judge-model", "local",
-        "--step-delay", delay, "--log-level", "INFO", *(["--metrics-port", str(port)] if port else []),
+def _start(pipe: Pipeline, group: str, delay: str, port: int = 0) -> Proc:
+    return pipe.agent(
+        group=group, metrics_port=port or None,
+        extra=["--model", "local", "--judge-model", "local", "--step-delay", delay, "--log-level", "INFO"],
     )  # fmt: skip
 
 
@@ -72,35 +59,26 @@ def _healthz(port: int) -> tuple[int, dict[str, Any]] | None:
     return resp.status_code, resp.json()
 
 
-def _pipeline(procs: Procs, schema: str, topics: dict[str, str], tmp: Path) -> None:
-    procs.start(
-        "compactor",
-        "compactor", "--broker", procs.env["KAFKA_BOOTSTRAP_SERVERS"], "--app-id", f"a-{schema}",
-        "--events-topic", topics["events"], "--compacted-topic", topics["compacted"],
-        "--dlq-topic", topics["dlq"], "--selections-topic", f"sel-{schema}",
-        "--workers-dir", str(tmp / "faust"), "--worker-name", "c0",
-    )  # fmt: skip
-    procs.start(
-        "projector",
-        "projector", "--schema", schema, "--topic", topics["compacted"], "--dlq-topic", topics["dlq"],
-        "--group", f"p-{schema}",
-    )  # fmt: skip
+def _pipeline(pipe: Pipeline) -> None:
+    """The compactor and the projector the agent's rows go through."""
+    pipe.compactor()
+    pipe.projector()
 
 
-def _model_calls(procs: Procs, round_: int) -> list[dict[str, Any]]:
+def _model_calls(pipe: Pipeline, round_: int) -> list[dict[str, Any]]:
     return [
         rec
-        for p in procs.started
+        for p in pipe.procs
         if p.name == "agent"
         for rec in p.logs()
         if rec.get("msg") == "model call" and rec.get("round") == round_
     ]
 
 
-def _logged(procs: Procs, message: str, **fields: Any) -> bool:
+def _logged(pipe: Pipeline, message: str, **fields: Any) -> bool:
     return any(
         rec.get("msg") == message and all(rec.get(k) == v for k, v in fields.items())
-        for p in procs.started
+        for p in pipe.procs
         if p.name == "agent"
         for rec in p.logs()
     )
@@ -109,45 +87,44 @@ def _logged(procs: Procs, message: str, **fields: Any) -> bool:
 def test_seed_thread_two_rounds_and_kill9_rerun(
     kafka_bootstrap: str, pg_dsn: str, pg_schema: str, topic_names: dict[str, str], tmp_path: Path
 ) -> None:
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "DATABASE_URL": pg_dsn}
-    procs = Procs(tmp_path, env)
+    pipe = Pipeline(kafka_bootstrap, pg_dsn, pg_schema, topic_names, tmp_path)
     group = f"agent-{pg_schema}"
     try:
-        _pipeline(procs, pg_schema, topic_names, tmp_path)
+        _pipeline(pipe)
         port = free_port()
-        _start(procs, pg_schema, topic_names, tmp_path, group, "0", port)
+        _start(pipe, group, "0", port)
         # /healthz is the loop's heartbeat, not prometheus_client's catch-all.
-        health = wait_for(lambda: (h := _healthz(port)) and h[0] == 200 and h, 60, "agent /healthz", procs)
+        health = pipe.wait_until(lambda: (h := _healthz(port)) and h[0] == 200 and h, 60, "agent /healthz")
         assert health[1]["ok"] is True and "loop" in health[1]["detail"]
         assert httpx.get(f"http://127.0.0.1:{port}/nope", timeout=2).status_code == 404
 
         # Round 1: the alert.
         produce(kafka_bootstrap, topic_names["events"], alert_events())
         produce(kafka_bootstrap, topic_names["wake"], [alert_wake()])
-        wait_for(lambda: len(_rows(pg_dsn, pg_schema)) >= 9, 120, "round 1 (9 rows)", procs)
+        pipe.wait_until(lambda: len(_rows(pg_dsn, pg_schema)) >= 9, 120, "round 1 (9 rows)")
 
         # Four humans while the bot is silent: round NULL, no wake.
         produce(kafka_bootstrap, topic_names["events"], human_events(mention=False))
-        wait_for(lambda: len(_rows(pg_dsn, pg_schema)) >= 13, 60, "4 human rows", procs)
+        pipe.wait_until(lambda: len(_rows(pg_dsn, pg_schema)) >= 13, 60, "4 human rows")
 
         # Round 2, slowed down so it can be killed mid-round.
-        procs.started[-1].stop()
-        _start(procs, pg_schema, topic_names, tmp_path, group, "1.5")
+        pipe.procs[-1].stop()
+        _start(pipe, group, "1.5")
         produce(kafka_bootstrap, topic_names["events"], human_events(mention=True))
         produce(kafka_bootstrap, topic_names["wake"], [mention_wake()])
-        wait_for(lambda: _tool_called_r2(procs), 90, "round 2's tool call", procs)
-        killed = procs.started[-1]
+        pipe.wait_until(lambda: _tool_called_r2(pipe), 90, "round 2's tool call")
+        killed = pipe.procs[-1]
         killed.kill9()
         assert len(_rows(pg_dsn, pg_schema)) == 14, "round 2 must not be visible before its commit"
 
         # Rerun: the wake offset was never committed, so round 2 runs again from the database.
-        _start(procs, pg_schema, topic_names, tmp_path, group, "0")
-        wait_for(lambda: len(_rows(pg_dsn, pg_schema)) >= 20, 120, "round 2 (20 rows)", procs)
+        _start(pipe, group, "0")
+        pipe.wait_until(lambda: len(_rows(pg_dsn, pg_schema)) >= 20, 120, "round 2 (20 rows)")
         rows = _rows(pg_dsn, pg_schema)
         with psycopg.connect(pg_dsn, autocommit=True, options=f"-c search_path={pg_schema}") as conn:
             shown = fetch_rows(conn, rows[0][0].split(":")[0])
     finally:
-        procs.stop_all()
+        pipe.stop_all()
 
     if os.environ.get("AGENT_TEST_DUMP"):
         Path(os.environ["AGENT_TEST_DUMP"]).write_text(json.dumps([list(r) for r in rows], default=str))
@@ -162,7 +139,7 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
 
     # Round 2's whole model input per call (messages with the preamble, plus the tool schemas
     # sent beside investigate) vs the raw the thread stands on.
-    calls = _model_calls(procs, 2)
+    calls = _model_calls(pipe, 2)
     inputs = [int(rec["input_tokens"]) for rec in calls]
     raw_total = sum(count_value_tokens(r[4]) for r in rows)
     print(
@@ -183,13 +160,13 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
     results = [e for e in read_all(kafka_bootstrap, topic_names["events"]) if isinstance(e, ToolResult)]
     counts = Counter((e.thread_ts, e.tool, canonical_args_hash(e.args)) for e in results)
     assert len(counts) == 4 and set(counts.values()) == {1}, counts
-    assert _logged(procs, "tool cache hit"), "the rerun must take the tempo digest from the cache"
+    assert _logged(pipe, "tool cache hit"), "the rerun must take the tempo digest from the cache"
 
 
-def _tool_called_r2(procs: Procs) -> bool:
+def _tool_called_r2(pipe: Pipeline) -> bool:
     return any(
         rec.get("msg") == "tool called" and ":2:tools:" in str(rec.get("message_id"))
-        for p in procs.started
+        for p in pipe.procs
         if p.name == "agent"
         for rec in p.logs()
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-import time
 from typing import Any
 
 import pytest
@@ -310,21 +309,6 @@ def test_bad_raws_get_one_line_errors(raw: dict[str, Any]) -> None:
     with pytest.raises(RawFormatError) as info:
         compact_tool_result(TOOL, raw, {})
     assert "\n" not in str(info.value) and str(info.value).startswith("query_prometheus: ")
-
-
-def test_draft_is_fast() -> None:
-    small, large = generate_prometheus(1), generate_prometheus(2, series=500, points=120)
-
-    def best(raw: dict[str, Any], runs: int) -> float:
-        times = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            prometheus.draft(raw, {}, "e")
-            times.append(time.perf_counter() - start)
-        return min(times)
-
-    assert best(small, 5) < 0.005
-    assert best(large, 3) < 0.150
 
 
 # --- totality (invariant 7) ---------------------------------------------------------------------------

@@ -265,3 +265,43 @@ def test_the_stale_target_reads_the_same_through_the_cli() -> None:
     out = json.loads(compact_stdin(data, TOOL))
     peer = [line for line in out["compact"]["series"] if "job=peer" in line]
     assert len(peer) == 1 and "drop to 0 at " in peer[0] and "jump to 1 at " in peer[0]
+
+
+LIVE = Path(__file__).parent / "fixtures" / "real" / "live-issue18"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        RECORDED / "rate_ingest_requests.json",
+        LIVE / "query_prometheus_ingest.json",
+        LIVE / "query_prometheus_ingest_2.json",
+    ],
+    ids=["recorded", "live", "live-2"],
+)
+def test_a_line_keeps_every_label_that_varies_and_a_rising_series_its_start(path: Path) -> None:
+    """Found live (issue 18): `status` alone told the ingest's series apart, so the 250-token digest
+    dropped `endpoint=alertmanager`/`endpoint=healthz` (which endpoint refused?), and a series that
+    rose (`rising ~0.053/min`) lost the value it rose from. The fixtures are real Prometheus answers
+    about the ingest (the committed recording, and two of the live scenario's own answers)."""
+    raw = json.loads(path.read_bytes())
+    result = _series(raw)
+    varying = {k for s in result for k in s["metric"] if len({r["metric"].get(k) for r in result}) > 1}
+    assert varying == {"endpoint", "status"}
+    out = compact_tool_result(TOOL, raw, {"evidence_id": "1796304420.628023:1:tools:1"})
+    assert out.tokens <= budget_for(TOOL)
+    rose = 0
+    top = max(range(len(result)), key=lambda i: _span(result[i]))
+    for line, count, named in _lines(raw, out):
+        assert count == 1
+        pairs = dict(p.split("=", 1) for p in HEAD.match(line)[3].split(", "))  # type: ignore[index]
+        assert set(pairs) == varying, line  # every label that varies, not only the fewest that tell apart
+        values = result[named[0]]["values"]
+        finite = [(float(v), i, v) for i, (_, v) in enumerate(values) if math.isfinite(float(v))]
+        lo, hi = min(finite), max(finite, key=lambda f: (f[0], -f[1]))
+        if lo[1] < hi[1] and "rising" in line:  # it rose: its start is on the line, copied from the raw
+            rose += 1
+            assert f"min {lo[2]} " in line or f"min {lo[2]};" in line or f"min {lo[2]}," in line, line
+        if named[0] == top:  # and the series that moved most keeps its maximum beside them
+            assert f"max {hi[2]} " in line or f"max=last {hi[2]}" in line, line
+    assert rose >= 1

@@ -8,10 +8,10 @@ dead-letter reason. The same behaviour against the real broker: test_stream_work
 from __future__ import annotations
 
 import json
-import string
 from datetime import UTC, datetime
 from typing import Any
 
+from deploy.local.testdata import loki, repetitive
 from schemas.events import CompactedToolResult, HumanMessage, Selection, ToolResult, parse_event
 from services.compactor.registry import COMPACTOR_VERSION, raw_sha256
 from services.compactor.selector import Candidate, LocalDeterministicSelector
@@ -20,34 +20,6 @@ from services.compactor.stream_selector import CountingSelector, load_selector
 
 NOW = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)
 TS = "1773458400.000100"
-
-
-def word(i: int) -> str:
-    return string.ascii_lowercase[i // 26 % 26] + string.ascii_lowercase[i % 26] + "x"
-
-
-def loki(n: int, level: str = "info") -> dict[str, Any]:
-    """`n` lines, each its own Loki pattern: each is one word longer than the last."""
-    values = [
-        [
-            str(1773457200000000000 + i * 10**9),
-            f"{level} worker finished " + " ".join(word(j) for j in range(i + 1)),
-        ]
-        for i in range(n)
-    ]
-    return {
-        "status": "success",
-        "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]},
-    }
-
-
-def repetitive(n: int) -> dict[str, Any]:
-    """`n` lines of one pattern (numbers differ), the shape compaction shrinks most."""
-    values = [[str(1773457200000000000 + i * 10**9), f"GET /health status=200 took={i}ms"] for i in range(n)]
-    return {
-        "status": "success",
-        "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]},
-    }
 
 
 def tool_result(raw: Any, tool: str = "query_loki", i: int = 0) -> ToolResult:

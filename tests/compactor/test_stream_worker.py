@@ -9,13 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
-import string
-import subprocess
-import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,14 +20,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from prometheus_client.parser import text_string_to_metric_families
 
-from deploy.local.ports import free_port
+from deploy.local.pipeline import Pipeline, Proc, free_port, wait_until
+from deploy.local.testdata import loki, repetitive
 from schemas.events import CompactedToolResult, DeadLetter, HumanMessage, ToolResult, parse_event
 from schemas.topics import TopicSpec, ensure_topics
 from services.runtime.kafka import producer_config
 
-CLI = Path(sys.executable).with_name("incident-memory")
 NOW = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)
 BUDGET_ENV = json.dumps(
     {"query_loki": 150}
@@ -41,119 +34,50 @@ BUDGET_ENV = json.dumps(
 START_TIMEOUT = 60.0
 
 
-def loki(n: int, level: str = "info") -> dict[str, Any]:
-    """`n` lines, each its own pattern (each one word longer): over a small budget it needs the selector."""
-    words = [string.ascii_lowercase[i // 26 % 26] + string.ascii_lowercase[i % 26] + "x" for i in range(n)]
-    values = [
-        [str(1773457200000000000 + i * 10**9), f"{level} worker finished {' '.join(words[: i + 1])}"]
-        for i in range(n)
-    ]
-    return {
-        "status": "success",
-        "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]},
-    }
-
-
-def repetitive(n: int) -> dict[str, Any]:
-    """`n` lines of one pattern: compacts without a selector."""
-    values = [[str(1773457200000000000 + i * 10**9), f"GET /health status=200 took={i}ms"] for i in range(n)]
-    return {
-        "status": "success",
-        "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]},
-    }
-
-
 @dataclass
 class Worker:
-    """One `incident-memory compactor` process; its JSON log lines are read from a file."""
+    """One `incident-memory compactor` process (the pipeline harness's); its JSON logs and its metrics."""
 
-    proc: subprocess.Popen[bytes]
-    log_path: Path
+    proc: Proc
     metrics_port: int
     app_id: str
 
     def logs(self) -> list[dict[str, Any]]:
-        lines = self.log_path.read_text(errors="replace").splitlines()
-        out = []
-        for line in lines:
-            with contextlib.suppress(json.JSONDecodeError):
-                out.append(json.loads(line))
-        return out
+        return self.proc.logs()
 
     def assignments(self) -> list[list[int]]:
         return [r["partitions"] for r in self.logs() if r.get("msg") == "partitions assigned"]
 
     def metric(self, name: str, **labels: str) -> float:
-        text = (
-            urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
-        )
-        total = 0.0
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    total += sample.value
-        return total
+        return self.proc.metric(name, **labels)
 
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        return self.proc.returncode
+    def stop(self) -> int | None:
+        return self.proc.stop(30)
 
 
 @dataclass
 class Workers:
-    bootstrap: str
-    tmp: Path
+    pipe: Pipeline
     started: list[Worker] = field(default_factory=list)
 
     def start(
-        self,
-        topics: dict[str, str],
-        app_id: str,
-        *,
-        selections: str,
-        compacted: str | None = None,
-        extra: tuple[str, ...] = (),
+        self, app_id: str, *, selections: str, compacted: str | None = None, extra: tuple[str, ...] = ()
     ) -> Worker:
         port = free_port()
-        name = f"w{len(self.started)}"
-        log_path = self.tmp / f"{name}.log"
-        cmd = [
-            str(CLI),
-            "compactor",
-            "--broker", self.bootstrap,
-            "--app-id", app_id,
-            "--events-topic", topics["events"],
-            "--compacted-topic", compacted or topics["compacted"],
-            "--dlq-topic", topics["dlq"],
-            "--selections-topic", selections,
-            "--workers-dir", str(self.tmp / "faust"),
-            "--worker-name", name,
-            "--metrics-port", str(port),
-            *extra,
-        ]  # fmt: skip
-        env = {**os.environ, "COMPACTOR_BUDGETS": BUDGET_ENV}
-        with log_path.open("wb") as log_file:
-            proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env)
-        worker = Worker(proc, log_path, port, app_id)
+        proc = self.pipe.compactor(
+            f"w{len(self.started)}", {"COMPACTOR_BUDGETS": BUDGET_ENV}, app_id=app_id, compacted=compacted,
+            selections=selections, metrics_port=port, extra=extra,
+        )  # fmt: skip
+        worker = Worker(proc, port, app_id)
         self.started.append(worker)
         return worker
 
-    def stop_all(self) -> None:
-        for worker in self.started:
-            worker.stop()
-
 
 @pytest.fixture
-def workers(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Workers]:
-    pool = Workers(kafka_bootstrap, tmp_path)
-    yield pool
-    pool.stop_all()
+def workers(kafka_bootstrap: str, topic_names: dict[str, str], tmp_path: Path) -> Iterator[Workers]:
+    pipe = Pipeline(kafka_bootstrap, "", f"sw_{uuid.uuid4().hex[:8]}", topic_names, tmp_path)
+    yield Workers(pipe)
+    pipe.stop_all(30)
 
 
 @pytest.fixture
@@ -175,17 +99,7 @@ def extra_topics(kafka_bootstrap: str) -> Iterator[Callable[[str, int], str]]:
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str, worker: Worker | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        if worker is not None and worker.proc.poll() is not None:
-            pytest.fail(
-                f"worker exited with {worker.proc.returncode} while waiting for {what}:\n{worker.log_path.read_text()[-3000:]}"
-            )
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}")
+    return wait_until(condition, timeout, what, 0.2, watch=[worker.proc] if worker else [])
 
 
 def wait_assigned(worker: Worker) -> list[int]:
@@ -334,7 +248,7 @@ def test_mix_passthrough_compacted_in_order_and_bad_events_dead_lettered(
     records.append((thread_ts(0).encode(), odd))
 
     landed = produce(kafka_bootstrap, topic_names["events"], records)
-    worker = workers.start(topic_names, f"it-{uuid.uuid4().hex[:8]}", selections=extra_topics("sel", 8))
+    worker = workers.start(f"it-{uuid.uuid4().hex[:8]}", selections=extra_topics("sel", 8))
     assert wait_assigned(worker) == list(range(8))
 
     dead = [r for r in landed if r.value in expected_reasons]
@@ -409,16 +323,14 @@ def test_replay_reuses_recorded_selections_and_gives_identical_bytes(
     landed = produce(kafka_bootstrap, topic_names["events"], records)
     selections = extra_topics("sel", 8)
 
-    first = workers.start(topic_names, f"it-{uuid.uuid4().hex[:8]}", selections=selections)
+    first = workers.start(f"it-{uuid.uuid4().hex[:8]}", selections=selections)
     out1 = read_all(kafka_bootstrap, topic_names["compacted"], len(records), sources=landed)
     assert first.metric("compactor_selector_calls_total") == 8
     assert first.stop() == 0
 
     # the replay: a new consumer group from the beginning, into a new output topic
     replay_topic = extra_topics("replay", 8)
-    second = workers.start(
-        topic_names, f"it-{uuid.uuid4().hex[:8]}", selections=selections, compacted=replay_topic
-    )
+    second = workers.start(f"it-{uuid.uuid4().hex[:8]}", selections=selections, compacted=replay_topic)
     out2 = read_all(kafka_bootstrap, replay_topic, len(records), sources=landed)
     assert [(r.partition, r.key, r.value) for r in out2] == [(r.partition, r.key, r.value) for r in out1]
     assert second.metric("compactor_selector_calls_total") == 0, "a replay must not ask the selector again"
@@ -454,11 +366,11 @@ def test_second_worker_splits_the_partitions_and_output_is_complete(
 
     before = batch(0)
     produce(kafka_bootstrap, topic_names["events"], before)
-    a = workers.start(topic_names, app_id, selections=selections)
+    a = workers.start(app_id, selections=selections)
     assert wait_assigned(a) == list(range(8))
     read_all(kafka_bootstrap, topic_names["compacted"], len(before))
 
-    b = workers.start(topic_names, app_id, selections=selections)
+    b = workers.start(app_id, selections=selections)
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
 
     def split() -> dict[str, set[int]] | None:
@@ -514,9 +426,9 @@ def test_large_tool_result_is_compacted_or_dead_lettered_by_the_output_topics_li
     assert producer.flush(30) == 0
 
     small_out = extra_topics("compacted.small", 8)  # created with the broker's default limit
-    roomy = workers.start(topic_names, f"big-{uuid.uuid4().hex[:8]}", selections=extra_topics("sel", 8))
+    roomy = workers.start(f"big-{uuid.uuid4().hex[:8]}", selections=extra_topics("sel", 8))
     tight = workers.start(
-        topic_names, f"tight-{uuid.uuid4().hex[:8]}", selections=extra_topics("sel", 8), compacted=small_out
+        f"tight-{uuid.uuid4().hex[:8]}", selections=extra_topics("sel", 8), compacted=small_out
     )
 
     whole = read_all(kafka_bootstrap, topic_names["compacted"], 2)
@@ -541,5 +453,5 @@ def test_large_tool_result_is_compacted_or_dead_lettered_by_the_output_topics_li
     assert letter.source_topic == topic_names["events"] and letter.payload_truncated
     assert letter.key == ts
     assert tight.metric("compactor_dlq_total") == 1 and roomy.metric("compactor_dlq_total") == 0
-    assert tight.proc.poll() is None and roomy.proc.poll() is None
+    assert tight.proc.alive() and roomy.proc.alive()
     assert tight.stop() == 0 and roomy.stop() == 0

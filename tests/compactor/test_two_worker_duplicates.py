@@ -19,13 +19,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +31,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from benchmarks.bench_compactor_stream import PARTITIONS, settled_split
+from deploy.local.pipeline import Pipeline
 from schemas.events import parse_event
 from schemas.topics import TopicSpec, ensure_topics
 from services.runtime.kafka import producer_config
 
 from .test_stream_worker import human
-
-CLI = Path(sys.executable).with_name("incident-memory")
 
 
 @pytest.fixture
@@ -51,20 +47,6 @@ def selections(kafka_bootstrap: str) -> Iterator[str]:
     for future in AdminClient({"bootstrap.servers": kafka_bootstrap}).delete_topics([name]).values():
         with contextlib.suppress(Exception):
             future.result(timeout=15)
-
-
-def wait_for(
-    condition: Callable[[], Any], timeout: float, what: str, procs: list[subprocess.Popen[bytes]]
-) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(p.poll() is not None for p in procs):
-            pytest.fail(f"a worker exited while waiting for {what}")
-        with contextlib.suppress(Exception):
-            if value := condition():
-                return value
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}")
 
 
 def event(i: int) -> tuple[bytes, bytes]:
@@ -83,21 +65,17 @@ def test_a_rebalance_in_a_busy_group_loses_nothing_and_repeats_only_identical_co
 ) -> None:
     app_id = f"dup-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    procs: list[subprocess.Popen[bytes]] = []
+    pipe = Pipeline(kafka_bootstrap, "", f"dup_{uuid.uuid4().hex[:8]}", topic_names, tmp_path)
+    level = os.environ.get("DUP_TEST_LOG_LEVEL", "WARNING")
 
     def start(name: str) -> None:
-        cmd = [
-            str(CLI), "compactor", "--broker", kafka_bootstrap, "--app-id", app_id,
-            "--events-topic", topic_names["events"], "--compacted-topic", topic_names["compacted"],
-            "--dlq-topic", topic_names["dlq"], "--selections-topic", selections,
-            "--workers-dir", str(tmp_path / "faust"), "--worker-name", name, "--log-level", os.environ.get("DUP_TEST_LOG_LEVEL", "WARNING"),
-        ]  # fmt: skip
-        with (tmp_path / f"{name}.log").open("wb") as log:
-            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+        pipe.compactor(name, app_id=app_id, selections=selections, extra=["--log-level", level])
 
     def split(k: int) -> bool:
-        group = admin.describe_consumer_groups([app_id])[app_id].result(timeout=10)
-        return settled_split(group, topic_names["events"], k)
+        with contextlib.suppress(Exception):  # the group is not described yet: not split yet
+            group = admin.describe_consumer_groups([app_id])[app_id].result(timeout=10)
+            return bool(settled_split(group, topic_names["events"], k))
+        return False
 
     produced = 0
     stop = threading.Event()
@@ -121,13 +99,13 @@ def test_a_rebalance_in_a_busy_group_loses_nothing_and_repeats_only_identical_co
 
     try:
         start("a")
-        wait_for(lambda: split(1), 60, "worker a to hold every partition", procs)
+        pipe.wait_until(lambda: split(1), 60, "worker a to hold every partition", every=0.2)
         producing = threading.Thread(target=produce_steadily)
         producing.start()
         try:
             time.sleep(1.5)
             start("b")
-            wait_for(lambda: split(2), 60, "workers a and b to share the partitions", procs)
+            pipe.wait_until(lambda: split(2), 60, "workers a and b to share the partitions", every=0.2)
             time.sleep(1.5)
         finally:
             stop.set()
@@ -150,13 +128,7 @@ def test_a_rebalance_in_a_busy_group_loses_nothing_and_repeats_only_identical_co
         finally:
             consumer.close()
     finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        pipe.stop_all(30)
 
     assert produced > 500
     ids = collections.Counter(m for _p, _o, m, _v in out)

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from deploy.local.pipeline import DEPLOYED, TOPOLOGY
 from schemas import topics
 from services.cli import SUBCOMMANDS
 
@@ -31,9 +32,9 @@ K8S = ROOT / "deploy" / "k8s"
 COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"
 BUILDS = ("base", "overlays/production", "overlays/example")
 
-SERVICES = ("ingest", "compactor", "projector", "agent", "slack")
+SERVICES = DEPLOYED  # the topology, declared once in deploy/local/pipeline.py
 # The port each service serves /healthz (and /metrics) on: the contract in deploy/README.md.
-HEALTH_PORTS = {"ingest": 8080, "compactor": 9101, "projector": 9102, "agent": 9103, "slack": 9104}
+HEALTH_PORTS = {name: TOPOLOGY[name].deploy_port for name in SERVICES}
 # Postgres: the owner's DSN is for `migrate` alone; each service that reads or writes the projection
 # connects with its own DSN, a login in a least-privilege group role of migration 004.
 OWN_DSN = {
@@ -148,7 +149,7 @@ def test_one_deployment_per_service_running_its_subcommand(docs: list[Doc]) -> N
     assert sorted(names) == sorted(SERVICES)
     for name, dep in deployments(docs).items():
         (main,) = dep["spec"]["template"]["spec"]["containers"]
-        assert main["args"][0] == name and name in SUBCOMMANDS
+        assert main["args"][0] == TOPOLOGY[name].subcommand and main["args"][0] in SUBCOMMANDS
         assert main["image"].split("/")[-1].startswith("incident-memory")
 
 
@@ -162,7 +163,7 @@ def test_readiness_and_liveness_probe_healthz_on_the_documented_port(docs: list[
             port = ports[get["port"]] if isinstance(get["port"], str) else get["port"]
             assert port == HEALTH_PORTS[name], (name, probe, port)
         # The service is told to listen there (flags of services/*/main.py, compactor/app.py).
-        flag = "--port" if name == "ingest" else "--metrics-port"
+        flag = TOPOLOGY[name].port_flag
         assert main["args"][main["args"].index(flag) + 1] == str(HEALTH_PORTS[name]), name
         if name == "ingest":  # its default host is loopback, unreachable from the kubelet
             assert main["args"][main["args"].index("--host") + 1] == "0.0.0.0"
@@ -417,8 +418,8 @@ def test_compose_runs_the_four_services_after_migrate() -> None:
     assert {*SERVICES, "migrate", "kafka", "postgres"} == set(services)
     assert services["kafka"]["image"].startswith("apache/kafka:")
     for name in SERVICES:
-        assert services[name]["command"][0] == name
-        flag = "--port" if name == "ingest" else "--metrics-port"
+        assert services[name]["command"][0] == TOPOLOGY[name].subcommand
+        flag = TOPOLOGY[name].port_flag
         command = services[name]["command"]
         assert command[command.index(flag) + 1] == str(HEALTH_PORTS[name]), name
         assert services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"

@@ -15,7 +15,7 @@ Skipped only when Go is absent; a failed build (no network, no such version) fai
 
 from __future__ import annotations
 
-import contextlib
+import os
 import subprocess
 import time
 import uuid
@@ -30,10 +30,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from conftest import fresh_schema, fresh_topics
 from prometheus_client.parser import text_string_to_metric_families
-from reliability.harness import Pipeline, wait_until
 
 from deploy.local import gobin
-from deploy.local.ports import free_port
+from deploy.local.pipeline import Pipeline, Proc, free_port, http_ok, wait_until
 from schemas.events import AlertReceived, EventBase, IncidentStateChanged, Wake, parse_event
 
 from .helpers import TOKEN, RunningServer, config, start_server
@@ -143,7 +142,7 @@ receivers:
 class Alertmanager:
     url: str
     log: Path
-    proc: subprocess.Popen[bytes]
+    proc: Proc
 
     def post(self, *alerts: dict[str, Any]) -> None:
         response = httpx.post(f"{self.url}/api/v2/alerts", json=list(alerts), timeout=10)
@@ -182,28 +181,14 @@ def alertmanager(
         "--enable-feature=receiver-name-in-metrics",
         "--log.level=debug",
     ]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    am = Alertmanager(f"http://127.0.0.1:{port}", log, proc)
+    url = f"http://127.0.0.1:{port}"
+    proc = Proc("alertmanager", argv, dict(os.environ), log, ready=http_ok(f"{url}/-/ready")).start()
+    am = Alertmanager(url, log, proc)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"alertmanager exited {proc.returncode}:\n{am.log_tail()}", pytrace=False)
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{am.url}/-/ready", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail(f"alertmanager not ready in 30 s:\n{am.log_tail()}", pytrace=False)
-            time.sleep(0.1)
+        proc.wait_ready(30)
         yield am
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        proc.stop(10)
 
 
 @dataclass

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from deploy.local.ports import free_port
+from deploy.local.pipeline import Pipeline
 
 from .helpers import BOT, SECRET, dumps, envelope, mention, signed_headers, slack_ts, topic_count
 
@@ -39,41 +37,21 @@ def test_missing_secret_is_one_line_and_exit_1(env: dict[str, str], missing: str
 def test_the_cli_serves_logs_json_and_exits_cleanly_on_sigterm(
     kafka_bootstrap: str, topic_names: dict[str, str], tmp_path: Path
 ) -> None:
-    port = free_port()
-    env = {
-        **os.environ,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "ALERTMANAGER_TOKEN": "t",
-        "SLACK_BOT_USER_ID": BOT,
-        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-    }
-    argv = [sys.executable, "-m", "services.cli", "ingest", "--port", str(port), "--events-topic",
-            topic_names["events"], "--wake-topic", topic_names["wake"], "--dlq-topic", topic_names["dlq"]]  # fmt: skip
-    log = tmp_path / "ingest.log"
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=sink)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
-                time.sleep(0.1)
-            thread, ts = slack_ts(), slack_ts(1)
-            body = dumps(envelope(mention(thread, ts)))
-            assert (
-                httpx.post(f"{url}/slack/events", content=body, headers=signed_headers(body)).status_code
-                == 200
-            )
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            code = proc.wait(timeout=30)
-    assert code == 0, log.read_text()
-    records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    secrets = {"SLACK_SIGNING_SECRET": SECRET, "ALERTMANAGER_TOKEN": "t", "SLACK_BOT_USER_ID": BOT}
+    pipe = Pipeline(kafka_bootstrap, "", "cli", topic_names, tmp_path, extra_env=secrets)
+    proc = pipe.ingest(schema=False)
+    try:
+        proc.wait_ready(30)
+        url = f"http://127.0.0.1:{proc.port}"
+        thread, ts = slack_ts(), slack_ts(1)
+        body = dumps(envelope(mention(thread, ts)))
+        assert (
+            httpx.post(f"{url}/slack/events", content=body, headers=signed_headers(body)).status_code == 200
+        )
+    finally:
+        code = proc.stop(30)  # SIGTERM
+    assert code == 0, proc.text()
+    records = [json.loads(line) for line in proc.text().splitlines() if line.startswith("{")]
     produced = [r for r in records if r["msg"] == "produced"]
     key = f"C123ABC456-{thread}"  # the thread is its channel and its ts
     assert {(r["thread_ts"], r["message_id"]) for r in produced} == {

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from deploy.local.ports import free_port
+from deploy.local.pipeline import Pipeline, Proc, http_ok
+from schemas.topics import COMPACTED, DLQ, EVENTS, WAKE
 
 from .helpers import CLOSED_PORT_BOOTSTRAP, SECRET, TOKEN, dumps, signed_headers
 
@@ -31,8 +31,7 @@ TIMEOUT = 1.0  # the header, body and keep-alive timeouts of the server under te
 @dataclass
 class Ingest:
     port: int
-    proc: subprocess.Popen[bytes]
-    log: Path
+    proc: Proc
 
     def connect(self) -> socket.socket:
         sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
@@ -41,40 +40,22 @@ class Ingest:
         return sock
 
     def metric(self, name: str, **labels: str) -> float:
-        text = httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    return float(sample.value)
-        return 0.0
+        return self.proc.metric(name, **labels)
 
 
 def _start(tmp: Path, *flags: str) -> Ingest:
-    port = free_port()
-    env = {**os.environ, "SLACK_SIGNING_SECRET": SECRET, "ALERTMANAGER_TOKEN": TOKEN}
-    argv = [sys.executable, "-m", "services.cli", "ingest", "--port", str(port),
-            "--bootstrap-servers", CLOSED_PORT_BOOTSTRAP, "--log-level", "WARNING", *flags]  # fmt: skip
-    log = tmp / f"ingest-{port}.log"
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=sink)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).status_code == 200:
-                return Ingest(port, proc, log)
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
-        time.sleep(0.05)
+    """ingest with Kafka a closed port: /healthz says 503, so it is ready when /metrics answers."""
+    topics = {"events": EVENTS, "compacted": COMPACTED, "wake": WAKE, "dlq": DLQ}
+    pipe = Pipeline(CLOSED_PORT_BOOTSTRAP, "", "limits", topics, tmp, extra_env={"SLACK_SIGNING_SECRET": SECRET,
+                    "ALERTMANAGER_TOKEN": TOKEN})  # fmt: skip
+    proc = pipe.ingest(schema=False, extra=["--log-level", "WARNING", *flags])
+    assert proc.port is not None
+    proc.ready = http_ok(f"http://127.0.0.1:{proc.port}/metrics")
+    return Ingest(proc.port, proc.wait_ready(30, every=0.05))
 
 
 def _stop(ingest: Ingest) -> None:
-    ingest.proc.terminate()
-    try:
-        ingest.proc.wait(20)
-    except subprocess.TimeoutExpired:
-        ingest.proc.kill()
-        ingest.proc.wait(10)
+    ingest.proc.stop(20)
 
 
 @pytest.fixture(scope="module")

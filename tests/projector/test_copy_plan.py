@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from confluent_kafka import Producer
 
-from benchmarks.bench_projector import T0, interleave, synthetic_round, synthetic_thread
+from deploy.local.testdata import T0, interleave, synthetic_round, synthetic_thread
 from schemas.events import EventBase, HumanMessage, IncidentStateChanged, ReRendered
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens

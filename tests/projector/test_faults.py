@@ -8,9 +8,7 @@ checks the projection equals the set of unique events: no duplicate, no gap.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -19,44 +17,26 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from benchmarks.bench_projector import T0, interleave, synthetic_round, synthetic_thread
+from deploy.local.pipeline import Pipeline, Proc
+from deploy.local.testdata import T0, interleave, synthetic_round, synthetic_thread
 from schemas.events import EventBase
 from services.runtime.settings import Settings
 
 from .helpers import caught_up, high_watermarks, messages, produce_events, stored_offsets, table, wait_until
 
-CLI = str(Path(sys.executable).parent / "incident-memory")
-
 
 @pytest.fixture
 def start_projector(
     stack: Settings, pg_schema: str, topic_names: dict[str, str], tmp_path: Path
-) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    procs: list[subprocess.Popen[bytes]] = []
+) -> Iterator[Callable[..., Proc]]:
+    """`incident-memory projector` processes on the test's topics and schema, in group g-<schema>."""
+    pipe = Pipeline(stack.kafka_bootstrap_servers, stack.database_url, pg_schema, topic_names, tmp_path)
 
-    def start(batch_size: int = 200) -> subprocess.Popen[bytes]:
-        env = {
-            **os.environ,
-            "KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap_servers,
-            "DATABASE_URL": stack.database_url,
-        }
-        log = open(tmp_path / f"projector-{len(procs)}.log", "wb")  # noqa: SIM115 - owned by the process
-        proc = subprocess.Popen(
-            [CLI, "projector", "--schema", pg_schema, "--topic", topic_names["compacted"], "--dlq-topic",
-             topic_names["dlq"], "--group", f"g-{pg_schema}", "--batch-size", str(batch_size)],
-            env=env, stdout=log, stderr=log,
-        )  # fmt: skip
-        procs.append(proc)
-        return proc
+    def start(batch_size: int = 200) -> Proc:
+        return pipe.projector(batch_size=batch_size, group=f"g-{pg_schema}")
 
     yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    pipe.stop_all()
 
 
 def expected_rows(events: list[EventBase]) -> dict[str, list[str]]:
@@ -81,7 +61,7 @@ def assert_projection(conn: psycopg.Connection, expected: dict[str, list[str]]) 
 
 
 def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
-    start_projector: Callable[..., subprocess.Popen[bytes]],
+    start_projector: Callable[..., Proc],
     stack: Settings,
     pg_conn: psycopg.Connection,
     pg_schema: str,
@@ -96,8 +76,7 @@ def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
     wait_until(
         lambda: sum(stored_offsets(pg_conn, group, topic).values()) > 0, 30, "first commits", every=0.01
     )
-    first.send_signal(signal.SIGKILL)
-    first.wait(10)
+    first.kill9()
     done_at_kill = sum(stored_offsets(pg_conn, group, topic).values())
     assert 0 < done_at_kill < total, "the kill must land while the projector is still working"
     second = start_projector(batch_size=300)
@@ -105,12 +84,11 @@ def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
     assert_projection(pg_conn, expected_rows(events))
     assert table(pg_conn, "round_staging") == []
     assert len(table(pg_conn, "incident_state")) == 1200
-    second.send_signal(signal.SIGTERM)
-    assert second.wait(20) == 0  # SIGTERM: a clean exit, after the batch in hand
+    assert second.stop() == 0  # SIGTERM: a clean exit, after the batch in hand
 
 
 def test_a_second_projector_joining_mid_stream_takes_partitions_without_loss_or_duplicate(
-    start_projector: Callable[..., subprocess.Popen[bytes]],
+    start_projector: Callable[..., Proc],
     stack: Settings,
     pg_conn: psycopg.Connection,
     pg_schema: str,
@@ -130,24 +108,20 @@ def test_a_second_projector_joining_mid_stream_takes_partitions_without_loss_or_
     )
     second = start_projector(batch_size=100)
     wait_until(
-        lambda: (
-            "assigned {" in (tmp_path / "projector-1.log").read_text()
-            and "assigned {}" not in (tmp_path / "projector-1.log").read_text()
-        ),
+        lambda: "assigned {" in second.text() and "assigned {}" not in second.text(),
         60,
         "the second projector to get partitions",
     )
     assert sum(stored_offsets(pg_conn, group, topic).values()) < sum(high.values()), "joined too late"
-    first.send_signal(signal.SIGKILL)
-    first.wait(10)
+    first.kill9()
     wait_until(lambda: caught_up(pg_conn, group, topic, high), 90, "the second projector to catch up")
     assert_projection(pg_conn, expected_rows(events))
     assert table(pg_conn, "round_staging") == []
-    assert second.poll() is None
+    assert second.alive()
 
 
 def test_duplicates_and_a_round_that_never_commits(
-    start_projector: Callable[..., subprocess.Popen[bytes]],
+    start_projector: Callable[..., Proc],
     stack: Settings,
     pg_conn: psycopg.Connection,
     pg_schema: str,
@@ -207,7 +181,7 @@ def _restart_postgres() -> None:
 
 @pytest.mark.reliability
 def test_postgres_restart_under_the_projector_loses_nothing(
-    start_projector: Callable[..., subprocess.Popen[bytes]],
+    start_projector: Callable[..., Proc],
     stack: Settings,
     pg_dsn: str,
     pg_schema: str,
@@ -233,5 +207,5 @@ def test_postgres_restart_under_the_projector_loses_nothing(
     with psycopg.connect(pg_dsn, options=f"-c search_path={pg_schema}") as conn:
         wait_until(lambda: caught_up(conn, group, topic, high), 50, "projector to catch up after the restart")
         assert_projection(conn, expected_rows(events))
-    assert proc.poll() is None, "the projector must survive a Postgres restart"
-    assert "retrying" in (tmp_path / "projector-0.log").read_text(), "the restart must have hit the projector"
+    assert proc.alive(), "the projector must survive a Postgres restart"
+    assert "retrying" in proc.text(), "the restart must have hit the projector"

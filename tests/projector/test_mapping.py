@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from benchmarks.bench_projector import T0, synthetic_round, synthetic_thread
+from deploy.local.testdata import T0, synthetic_round, synthetic_thread
 from schemas.events import AiMessage, ReRendered, RoundCommitted, ToolCall
 from schemas.ids import canonical_args_hash, message_id
 from schemas.tokens import count_value_tokens

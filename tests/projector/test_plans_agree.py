@@ -17,7 +17,7 @@ import psycopg
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.bench_projector import T0, interleave, synthetic_human, synthetic_round, synthetic_thread
+from deploy.local.testdata import T0, interleave, synthetic_human, synthetic_round, synthetic_thread
 from schemas.events import EventBase, IncidentStateChanged, ReRendered
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens

@@ -10,7 +10,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from benchmarks.bench_projector import T0, interleave, synthetic_human, synthetic_thread
+from deploy.local.testdata import T0, interleave, synthetic_human, synthetic_thread
 from services.projector.metrics import Metrics
 from services.projector.projector import Projector, ProjectorConfig
 from services.runtime.kafka_client import KafkaClient

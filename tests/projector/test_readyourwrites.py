@@ -7,7 +7,7 @@ import time
 
 import psycopg
 
-from benchmarks.bench_projector import T0, synthetic_human, synthetic_round
+from deploy.local.testdata import T0, synthetic_human, synthetic_round
 from schemas.read_model import wait_until_projected
 
 from .helpers import apply_events

@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 from confluent_kafka import Producer
 
-from benchmarks.bench_projector import T0, synthetic_round, synthetic_thread
+from deploy.local.testdata import T0, synthetic_round, synthetic_thread
 from schemas.events import EventBase, IncidentStateChanged, ReRendered
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from benchmarks.bench_projector import T0, synthetic_round
+from deploy.local.testdata import T0, synthetic_round
 from services.projector.mapping import CommitRound, Row, StageRow, map_event
 from services.projector.rounds import RoundLedger
 

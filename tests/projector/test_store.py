@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import psycopg
 
-from benchmarks.bench_projector import T0, interleave, synthetic_human, synthetic_round, synthetic_thread
+from deploy.local.testdata import T0, interleave, synthetic_human, synthetic_round, synthetic_thread
 from schemas.events import IncidentStateChanged, ReRendered, RoundCommitted, SlackPostRecorded
 from schemas.ids import message_id, voice_id
 from schemas.tokens import count_value_tokens

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from benchmarks.bench_projector import T0
 from deploy.local.seed.generators import generate_loki
+from deploy.local.testdata import T0
 from schemas.events import CompactedToolResult
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens

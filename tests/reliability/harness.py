@@ -1,152 +1,42 @@
-"""Reliability harness: the pipeline as real subprocesses on per-test topics and schema, plus invariants.
+"""Reliability harness: the pipeline (deploy/local/pipeline.py) on per-test topics and schema, plus invariants.
 
 Why: the fault tests must hurt real processes (kill -9, restarts) and then prove, from the
 tables and topics alone, that nothing was lost, duplicated, half-shown or re-executed.
+The processes are the pipeline harness's; what is here reads the tables and topics back.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-import psycopg
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from benchmarks.bench_projector import interleave, synthetic_thread
-from deploy.local.ports import free_port as free_port
+from deploy.local import pipeline
+from deploy.local.pipeline import Proc as Proc
+from deploy.local.pipeline import cli
+from deploy.local.pipeline import free_port as free_port
+from deploy.local.pipeline import wait_until as wait_until
+from deploy.local.testdata import interleave, synthetic_thread
 from schemas.events import CompactedToolResult, EventBase, ToolResult, canonical_json, parse_event
 from services.runtime.kafka import producer_config
 
-CLI = str(Path(sys.executable).parent / "incident-memory")
+CLI = cli()
 
 
-def wait_until(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.1) -> Any:
-    """Poll `condition()` until truthy; fail with `what` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)
-
-
-@dataclass
-class Proc:
-    """One service process; `restart()` relaunches the same argv."""
-
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    log: Path
-    popen: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-
-    def start(self) -> Proc:
-        with self.log.open("ab") as out:
-            self.popen = subprocess.Popen(self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT)
-        self.starts += 1
-        return self
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def kill9(self) -> None:
-        assert self.popen is not None
-        self.popen.send_signal(signal.SIGKILL)
-        self.popen.wait(15)
-
-    def restart(self) -> Proc:
-        if self.alive():
-            self.kill9()
-        return self.start()
-
-    def stop(self) -> None:
-        if self.alive():
-            assert self.popen is not None
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(20)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(10)
-
-    def tail(self, n: int = 3000) -> str:
-        return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
-
-
-@dataclass
-class Pipeline:
-    """Per-test wiring of ingest / compactor / projector against the shared real stack."""
-
-    bootstrap: str
-    dsn: str
-    schema: str
-    topics: dict[str, str]
-    tmp: Path
-    procs: list[Proc] = field(default_factory=list)
+class Pipeline(pipeline.Pipeline):
+    """The pipeline harness's run, with the projection's reads the invariants need."""
 
     @property
-    def env(self) -> dict[str, str]:
-        return {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap, "DATABASE_URL": self.dsn}
-
-    @property
-    def group(self) -> str:
-        return f"g-{self.schema}"
-
-    def _proc(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc:
-        proc = Proc(name, argv, env or self.env, self.tmp / f"{name}.log")
-        self.procs.append(proc)
-        return proc.start()
-
-    def compactor(self, name: str = "c0", env: dict[str, str] | None = None) -> Proc:
-        argv = [CLI, "compactor", "--broker", self.bootstrap, "--app-id", f"a-{self.schema}",
-                "--events-topic", self.topics["events"], "--compacted-topic", self.topics["compacted"],
-                "--dlq-topic", self.topics["dlq"], "--selections-topic", f"sel-{self.schema}",
-                "--workers-dir", str(self.tmp / "faust"), "--worker-name", name]  # fmt: skip
-        return self._proc(name, argv, {**self.env, **(env or {})})
-
-    def projector(self, name: str = "p0", batch_size: int = 200) -> Proc:
-        argv = [CLI, "projector", "--schema", self.schema, "--topic", self.topics["compacted"],
-                "--dlq-topic", self.topics["dlq"], "--group", self.group,
-                "--batch-size", str(batch_size)]  # fmt: skip
-        return self._proc(name, argv)
-
-    def ingest(self, port: int, secret: str, token: str, bot: str, alerts_topic: str | None = None) -> Proc:
-        argv = [CLI, "ingest", "--port", str(port), "--signing-secret", secret, "--alertmanager-token", token,
-                "--bot-user-id", bot, "--bootstrap-servers", self.bootstrap,
-                "--events-topic", self.topics["events"], "--wake-topic", self.topics["wake"],
-                "--dlq-topic", self.topics["dlq"], "--schema", self.schema]  # fmt: skip
-        if alerts_topic:
-            argv += ["--alerts-topic", alerts_topic, "--alerts-group", f"al-{self.schema}"]
-        return self._proc(f"ingest{len(self.procs)}", argv)
-
-    def slack(self, api_url: str, token: str, name: str = "slack0", group: str | None = None,
-              schema: str | None = None, default_channel: str | None = None) -> Proc:  # fmt: skip
-        """The Slack poster (the agent's voice) against a Slack API (a stand-in in tests)."""
-        argv = [CLI, "slack", "--broker", self.bootstrap, "--events-topic", self.topics["events"],
-                "--group", group or f"slack-{self.schema}", "--schema", schema or self.schema]  # fmt: skip
-        if default_channel:
-            argv += ["--default-channel", default_channel]
-        return self._proc(name, argv, {**self.env, "SLACK_API_URL": api_url, "SLACK_BOT_TOKEN": token})
-
-    def stop_all(self) -> None:
-        for proc in self.procs:
-            proc.stop()
-
-    def connect(self) -> psycopg.Connection:
-        return psycopg.connect(self.dsn, autocommit=True, options=f"-c search_path={self.schema}")
+    def names(self) -> pipeline.Names:
+        """The run's names; the selections changelog is `sel-<schema>`, as the reliability tests name it."""
+        names = super().names
+        return replace(names, topics={"selections": f"sel-{self.schema}", **names.topics})
 
     def ids(self) -> list[str]:
         with self.connect() as conn:

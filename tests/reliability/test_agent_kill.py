@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from agent.seedplay import Procs, alert_events, alert_wake
+from agent.seedplay import alert_events, alert_wake
 from agent.seedplay import produce as produce_seed
 from agent.test_seed_thread import SEED_SHAPE, _logged, _pipeline, _rows, _start
 
@@ -32,10 +32,10 @@ def _thread_events(pipe: Pipeline) -> list[EventBase]:
     return out
 
 
-def _tool_called_r1(procs: Procs) -> bool:
+def _tool_called_r1(pipe: Pipeline) -> bool:
     return any(
         rec.get("msg") == "tool called" and ":1:tools:" in str(rec.get("message_id"))
-        for p in procs.started
+        for p in pipe.procs
         if p.name == "agent"
         for rec in p.logs()
     )
@@ -47,15 +47,14 @@ def _tool_called_r1(procs: Procs) -> bool:
 def test_kill_9_agent_mid_round_then_restart(
     pipeline: Pipeline, tmp_path: Path, record: dict[str, object]
 ) -> None:
-    procs = Procs(tmp_path, pipeline.env)
     group = f"agent-{pipeline.schema}"
     try:
-        _pipeline(procs, pipeline.schema, pipeline.topics, tmp_path)
-        _start(procs, pipeline.schema, pipeline.topics, tmp_path, group, "1.5")  # slow: killable mid-round
+        _pipeline(pipeline)
+        _start(pipeline, group, "1.5")  # slow: killable mid-round
         produce_seed(pipeline.bootstrap, pipeline.topics["events"], alert_events())
         produce_seed(pipeline.bootstrap, pipeline.topics["wake"], [alert_wake()])
-        wait_until(lambda: _tool_called_r1(procs), 180, "round 1's first tool call", every=0.2)
-        victim = procs.started[-1]
+        wait_until(lambda: _tool_called_r1(pipeline), 180, "round 1's first tool call", every=0.2)
+        victim = pipeline.procs[-1]
         victim.kill9()
         at_kill = [(r[1], r[2]) for r in _rows(pipeline.dsn, pipeline.schema)]
         emitted_before = {e.message_id for e in _thread_events(pipeline)}
@@ -65,16 +64,16 @@ def test_kill_9_agent_mid_round_then_restart(
             "the kill must land before the commit"
         )
 
-        _start(procs, pipeline.schema, pipeline.topics, tmp_path, group, "0")
+        _start(pipeline, group, "0")
         rows = wait_until(
             lambda: len(r := _rows(pipeline.dsn, pipeline.schema)) >= len(ROUND_1) and r,
             240,
             "round 1 after the restart",
             every=0.5,
         )
-        cache_hit = _logged(procs, "tool cache hit")
+        cache_hit = _logged(pipeline, "tool cache hit")
     finally:
-        procs.stop_all()
+        pipeline.stop_all()
 
     assert [(r[1], r[2]) for r in rows] == ROUND_1
     events = _thread_events(pipeline)

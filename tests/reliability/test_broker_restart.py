@@ -114,7 +114,7 @@ def own_pipeline(broker: Broker, stack: Settings, pg_schema: str, tmp_path: Path
     # after shows 0 partitions, which a fresh broker under load does answer: create it here (as
     # `migrate` would) and wait until the broker reports every partition of every topic.
     events_spec = next(spec for spec in specs if spec.name == topics["events"])
-    selections = TopicSpec(f"sel-{pg_schema}", events_spec.partitions, {"cleanup.policy": "compact"})
+    selections = TopicSpec(pipe.names.selections, events_spec.partitions, {"cleanup.policy": "compact"})
     ensure_topics(broker.bootstrap, (selections,))
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
 

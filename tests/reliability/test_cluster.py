@@ -405,11 +405,11 @@ def leaderships(cluster: kafka_cluster.Cluster, node_id: int, pipe: Pipeline) ->
     admin = cluster.admin()
     meta = admin.list_topics(timeout=10)
     led: dict[str, object] = {}
-    names = {**pipe.topics, "selections": f"sel-{pipe.schema}", "consumer_offsets": "__consumer_offsets"}
+    names = {**pipe.topics, "selections": pipe.names.selections, "consumer_offsets": "__consumer_offsets"}
     for short, name in names.items():
         parts = meta.topics[name].partitions if name in meta.topics else {}
         led[f"led_{short}"] = f"{sum(1 for p in parts.values() if p.leader == node_id)}/{len(parts)}"
-    groups = {"compactor": f"a-{pipe.schema}", "projector": pipe.group}
+    groups = {"compactor": pipe.names.group("compactor"), "projector": pipe.group}
     coordinated = []
     with contextlib.suppress(Exception):
         described = admin.describe_consumer_groups(list(groups.values()))
@@ -421,7 +421,7 @@ def leaderships(cluster: kafka_cluster.Cluster, node_id: int, pipe: Pipeline) ->
 
 
 def selections_replicas(cluster: kafka_cluster.Cluster, pipe: Pipeline) -> set[int]:
-    name = f"sel-{pipe.schema}"
+    name = pipe.names.selections
     meta = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(name, timeout=10).topics[name]
     return {len(p.replicas) for p in meta.partitions.values()}
 

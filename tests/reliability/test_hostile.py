@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bench_projector import synthetic_thread
+from deploy.local.testdata import synthetic_thread
 from schemas.events import CompactedToolResult, HumanMessage, ToolResult, parse_event
 from services.compactor.stream import Compacted, process
 

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from benchmarks.bench_projector import T0, interleave, synthetic_human, synthetic_round
+from deploy.local.testdata import T0, interleave, synthetic_human, synthetic_round
 from schemas.events import CompactedToolResult, EventBase, ToolResult
 
 from .harness import CLI, LagSampler, Pipeline, check_invariants, expected_ids, produce_events, raw_thread
@@ -78,7 +78,7 @@ def test_soak_scale_out_then_replay_equals_live(pipeline: Pipeline, record: dict
     expected = expected_ids(events)
     pipeline.compactor("c0")
     pipeline.projector(batch_size=2000)
-    lag = LagSampler(pipeline.bootstrap, {"compactor": (f"a-{pipeline.schema}", pipeline.topics["events"]),
+    lag = LagSampler(pipeline.bootstrap, {"compactor": (pipeline.names.group("compactor"), pipeline.topics["events"]),
                                           "projector": (pipeline.group, pipeline.topics["compacted"])})  # fmt: skip
     lag.start()
     start = time.monotonic()
