@@ -29,6 +29,7 @@ ORDER = [
     "e2e",
     "peer",
     "replay",
+    "rederive",
 ]
 
 

@@ -88,11 +88,14 @@ def _is_projected(conn: psycopg.Connection, schema: str, thread_ts: str, message
 
 
 def _concerns(payload: str, schema: str, thread_ts: str) -> bool:
+    """A notice for our thread, from any schema: a reader of a schema of views (`incident-memory
+    rederive --switch`) is told about the schema behind them, which it does not know by name. A
+    notice from another projection of the same thread costs one cheap re-check, never a missed wake."""
     try:
         notice = json.loads(payload)
     except ValueError:
         return True  # an unreadable notice: re-check rather than miss ours
-    return bool(notice.get("thread_ts") == thread_ts and notice.get("schema", schema) == schema)
+    return bool(notice.get("thread_ts") == thread_ts)
 
 
 def wait_until_projected(

@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "slack": ("services.agent.voice.main", "run the Slack poster (the agent's voice, exactly once)"),
     "telemetry-mcp": ("services.agent.telemetry_mcp.server", "run the telemetry MCP server"),
     "replay": ("services.projector.replay", "re-derive the projection from the topics"),
+    "rederive": ("services.rederive.main", "re-derive through a new compactor, blue/green, with a diff"),
     "show": ("services.projector.show", "print a thread's row-by-row table"),
     "threads": ("services.projector.show_threads", "list threads with status, rounds and tokens"),
     "compact": ("services.compactor.cli", "compact one raw tool result read from stdin"),

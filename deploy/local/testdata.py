@@ -20,6 +20,7 @@ from schemas.events import (
     RoundCommitted,
     ThreadPost,
     ToolCall,
+    ToolResult,
 )
 from schemas.ids import message_id, tool_call_id
 from schemas.tokens import count_value_tokens
@@ -226,3 +227,26 @@ def repetitive(n: int) -> dict[str, Any]:
         "status": "success",
         "data": {"resultType": "streams", "result": [{"stream": {"app": "x"}, "values": values}]},
     }
+
+
+def raw_thread(thread_ts: str) -> list[EventBase]:
+    """The seed-shaped synthetic thread as incident.events carries it: raw ToolResults, not compacted.
+
+    Round 2 re-asks round 1's query in the benchmark data; a real agent reads the digest cache
+    instead, so the round goes into the args here to keep "no tool called twice" meaningful.
+    """
+    out: list[EventBase] = []
+    for e in synthetic_thread(thread_ts):
+        if isinstance(e, CompactedToolResult):
+            e = ToolResult(
+                thread_ts=e.thread_ts, message_id=e.message_id, event_time=e.event_time, round=e.round,
+                tool_call_id=e.tool_call_id, tool=e.tool, args={**e.args, "round": e.round}, raw=e.raw,
+                alert_context={"service": "checkout-api"},
+            )  # fmt: skip
+        out.append(e)
+    return out
+
+
+def raw_threads(n: int, prefix: str = "1712") -> list[EventBase]:
+    """`n` raw threads, interleaved as a live stream would carry them."""
+    return interleave([raw_thread(f"{prefix}{k:06d}.000100") for k in range(n)])

@@ -22,8 +22,9 @@ from deploy.local.pipeline import Proc as Proc
 from deploy.local.pipeline import cli
 from deploy.local.pipeline import free_port as free_port
 from deploy.local.pipeline import wait_until as wait_until
-from deploy.local.testdata import interleave, synthetic_thread
-from schemas.events import CompactedToolResult, EventBase, ToolResult, canonical_json, parse_event
+from deploy.local.testdata import raw_thread as raw_thread
+from deploy.local.testdata import raw_threads as raw_threads
+from schemas.events import EventBase, ToolResult, canonical_json, parse_event
 from services.runtime.kafka import producer_config
 
 CLI = cli()
@@ -47,28 +48,6 @@ class Pipeline(pipeline.Pipeline):
 
 
 # ---- events ------------------------------------------------------------------------------------
-
-
-def raw_thread(thread_ts: str) -> list[EventBase]:
-    """The seed-shaped synthetic thread as incident.events carries it: raw ToolResults, not compacted.
-
-    Round 2 re-asks round 1's query in the benchmark data; a real agent reads the digest cache
-    instead, so the round goes into the args here to keep "no tool called twice" meaningful.
-    """
-    out: list[EventBase] = []
-    for e in synthetic_thread(thread_ts):
-        if isinstance(e, CompactedToolResult):
-            e = ToolResult(
-                thread_ts=e.thread_ts, message_id=e.message_id, event_time=e.event_time, round=e.round,
-                tool_call_id=e.tool_call_id, tool=e.tool, args={**e.args, "round": e.round}, raw=e.raw,
-                alert_context={"service": "checkout-api"},
-            )  # fmt: skip
-        out.append(e)
-    return out
-
-
-def raw_threads(n: int, prefix: str = "1712") -> list[EventBase]:
-    return interleave([raw_thread(f"{prefix}{k:06d}.000100") for k in range(n)])
 
 
 def expected_ids(events: Sequence[EventBase]) -> set[str]:
