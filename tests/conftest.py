@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 from collections.abc import Iterator
 
 import psycopg
 import pytest
-from psycopg import sql
 
+from deploy.local.pipeline import fresh_schema, fresh_topics
 from services.runtime.settings import Settings
 
 EXTERNAL_ENV = "INCIDENT_MEMORY_EXTERNAL_STACK"
@@ -71,24 +70,9 @@ def pg_dsn(stack: Settings) -> str:
     return stack.database_url
 
 
-@contextlib.contextmanager
-def fresh_schema(pg_dsn: str) -> Iterator[str]:
-    """A fresh schema with every migration applied; dropped (CASCADE) afterwards."""
-    from schemas.migrate import apply_migrations
-
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        apply_migrations(conn, schema=name)
-    try:
-        yield name
-    finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-
-
 @pytest.fixture
 def pg_schema(pg_dsn: str) -> Iterator[str]:
-    """Per-test schema: see `fresh_schema` (a module-scoped fixture may use it directly)."""
+    """Per-test schema: `deploy.local.pipeline.fresh_schema` (a module-scoped fixture may use it directly)."""
     with fresh_schema(pg_dsn) as name:
         yield name
 
@@ -105,32 +89,8 @@ def pg_conn(pg_dsn: str, pg_schema: str) -> Iterator[psycopg.Connection]:
         conn.close()
 
 
-@contextlib.contextmanager
-def fresh_topics(kafka_bootstrap: str) -> Iterator[dict[str, str]]:
-    """{events, compacted, wake, dlq} -> unique topic names, created with schemas.topics' partitions,
-    deleted afterwards (best effort: keep the shared broker small)."""
-    from dataclasses import replace
-
-    from confluent_kafka.admin import AdminClient
-
-    from schemas.topics import COMPACTED, DLQ, EVENTS, TOPICS, WAKE, ensure_topics
-
-    suffix = uuid.uuid4().hex[:12]
-    keys = {EVENTS: "events", COMPACTED: "compacted", WAKE: "wake", DLQ: "dlq"}
-    specs = tuple(replace(spec, name=f"{spec.name}.{suffix}") for spec in TOPICS)
-    ensure_topics(kafka_bootstrap, specs)
-    names = {keys[spec.name]: f"{spec.name}.{suffix}" for spec in TOPICS}
-    try:
-        yield names
-    finally:
-        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-        for future in admin.delete_topics(list(names.values()), operation_timeout=10).values():
-            with contextlib.suppress(Exception):
-                future.result(timeout=15)
-
-
 @pytest.fixture
 def topic_names(kafka_bootstrap: str) -> Iterator[dict[str, str]]:
-    """Per-test topics: see `fresh_topics` (a module-scoped fixture may use it directly)."""
+    """Per-test topics: `deploy.local.pipeline.fresh_topics` (a module-scoped fixture may use it directly)."""
     with fresh_topics(kafka_bootstrap) as names:
         yield names

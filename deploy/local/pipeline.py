@@ -20,13 +20,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
+from psycopg import sql
 
 from deploy.local.ports import LOOPBACK, free_port
 from schemas import topics as schema_topics
@@ -42,11 +44,53 @@ __all__ = [
     "cli",
     "command",
     "free_port",
+    "fresh_schema",
+    "fresh_topics",
     "http_ok",
     "wait_until",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+# ---- fresh names for a test or a module ---------------------------------------------------------
+
+
+@contextlib.contextmanager
+def fresh_topics(kafka_bootstrap: str) -> Iterator[dict[str, str]]:
+    """{events, compacted, wake, dlq} -> unique topic names, created with schemas.topics' partitions,
+    deleted afterwards (best effort: keep the shared broker small)."""
+    from confluent_kafka.admin import AdminClient
+
+    from schemas.topics import COMPACTED, DLQ, EVENTS, TOPICS, WAKE, ensure_topics
+
+    suffix = uuid.uuid4().hex[:12]
+    keys = {EVENTS: "events", COMPACTED: "compacted", WAKE: "wake", DLQ: "dlq"}
+    specs = tuple(replace(spec, name=f"{spec.name}.{suffix}") for spec in TOPICS)
+    ensure_topics(kafka_bootstrap, specs)
+    names = {keys[spec.name]: f"{spec.name}.{suffix}" for spec in TOPICS}
+    try:
+        yield names
+    finally:
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        for future in admin.delete_topics(list(names.values()), operation_timeout=10).values():
+            with contextlib.suppress(Exception):
+                future.result(timeout=15)
+
+
+@contextlib.contextmanager
+def fresh_schema(pg_dsn: str) -> Iterator[str]:
+    """A fresh schema with every migration applied; dropped (CASCADE) afterwards."""
+    from schemas.migrate import apply_migrations
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        apply_migrations(conn, schema=name)
+    try:
+        yield name
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 # ---- the topology ------------------------------------------------------------------------------

@@ -28,11 +28,10 @@ from typing import Any
 import httpx
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from conftest import fresh_schema, fresh_topics
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.local import gobin
-from deploy.local.pipeline import Pipeline, Proc, free_port, http_ok, wait_until
+from deploy.local.pipeline import Pipeline, Proc, free_port, fresh_schema, fresh_topics, http_ok, wait_until
 from schemas.events import AlertReceived, EventBase, IncidentStateChanged, Wake, parse_event
 
 from .helpers import TOKEN, RunningServer, config, start_server

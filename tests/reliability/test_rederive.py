@@ -27,9 +27,9 @@ from typing import Any
 import psycopg
 import pytest
 from confluent_kafka.admin import AdminClient
-from conftest import fresh_schema, fresh_topics
 from psycopg import sql
 
+from deploy.local.pipeline import fresh_schema, fresh_topics
 from schemas import read_model
 from schemas.events import ToolResult
 
