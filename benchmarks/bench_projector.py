@@ -66,8 +66,8 @@ def _drop(conn: psycopg.Connection, name: str) -> None:
 def measure_write_path(settings: Settings, events: list[EventBase], batch: int = DEFAULT_BATCH_SIZE) -> float:
     """Seconds for the SQL half alone: pre-mapped batches, one transaction each with offsets (no Kafka)."""
     from services.projector import store
+    from services.projector.gc_pacer import GcPacer
     from services.projector.mapping import map_event
-    from services.projector.writer import GcPacer
 
     schema = f"bench_sql_{uuid.uuid4().hex[:8]}"
     items = [(k, map_event(e)) for k, e in enumerate(events)]

@@ -21,29 +21,13 @@ import psycopg
 from confluent_kafka.admin import AdminClient
 from psycopg import sql
 
-from deploy.local.pipeline import cli
+from deploy.local.pipeline import cli, produce
 from deploy.local.testdata import raw_threads
 from schemas.topics import EVENTS, TOPICS, TopicSpec, ensure_topics
 from services.rederive.names import Names
-from services.runtime.kafka import producer_config
 from services.runtime.settings import Settings
 
 THREADS = int(os.environ.get("BENCH_REDERIVE_THREADS", "2000"))  # x 22 events
-
-
-def _produce(bootstrap: str, topic: str, events: list[Any]) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer(producer_config(bootstrap, **{"linger.ms": 20}))
-    for event in events:
-        while True:
-            try:
-                producer.produce(topic, key=event.key(), value=event.to_bytes())
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-    assert producer.flush(120) == 0, "events not delivered"
 
 
 def _timed(argv: list[str], env: dict[str, str]) -> float:
@@ -68,7 +52,7 @@ def run(settings: Settings | None = None) -> dict[str, Any]:
     partitions = next(spec.partitions for spec in TOPICS if spec.name == EVENTS)
     ensure_topics(bootstrap, (TopicSpec(events_topic, partitions),))
     events = raw_threads(THREADS, prefix=f"17{int(run_id, 16) % 100:02d}")
-    _produce(bootstrap, events_topic, events)
+    produce(bootstrap, events_topic, [(e.key(), e.to_bytes()) for e in events], {"linger.ms": 20})
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "DATABASE_URL": dsn,
            "INCIDENT_MEMORY_STATE_DIR": os.path.abspath(f".cache/bench_rederive/{run_id}")}  # fmt: skip
     names: list[Names] = []

@@ -28,10 +28,12 @@ from typing import Any
 
 import httpx
 import psycopg
+from confluent_kafka import Producer
 from psycopg import sql
 
 from deploy.local.ports import LOOPBACK, free_port
 from schemas import topics as schema_topics
+from services.runtime.kafka import producer_config
 
 __all__ = [
     "DEPLOYED",
@@ -47,6 +49,7 @@ __all__ = [
     "fresh_schema",
     "fresh_topics",
     "http_ok",
+    "produce",
     "wait_until",
 ]
 
@@ -91,6 +94,26 @@ def fresh_schema(pg_dsn: str) -> Iterator[str]:
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Sequence[tuple[bytes | None, bytes]],
+    config: dict[str, Any] | None = None,
+    **kw: Any,
+) -> None:
+    """Produce records with an idempotent producer, waiting out a full queue; all acked or an AssertionError."""
+    producer = Producer(producer_config(bootstrap, **{"linger.ms": 10, **(config or {})}))
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, **kw)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(60) == 0, "records not delivered"
 
 
 # ---- the topology ------------------------------------------------------------------------------

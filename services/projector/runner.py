@@ -20,7 +20,8 @@ from typing import Protocol
 from services.projector.decoding import Incoming, Prepared, prepare
 from services.projector.gc_pacer import GcPacer
 from services.projector.metrics import Metrics
-from services.projector.writer import BatchWriter, OffsetConflict, Stopped, WriteOutcome
+from services.projector.plan import WriteOutcome
+from services.projector.writer import BatchWriter, OffsetConflict, Stopped
 
 log = logging.getLogger("projector")
 

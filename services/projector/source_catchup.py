@@ -17,7 +17,8 @@ from tqdm import tqdm
 from services.projector.config import ProjectorConfig
 from services.projector.decoding import Incoming
 from services.projector.intake import take_batch
-from services.projector.writer import BatchWriter, OffsetConflict, WriteOutcome
+from services.projector.plan import WriteOutcome
+from services.projector.writer import BatchWriter, OffsetConflict
 from services.runtime.errors import UserFacingError
 from services.runtime.kafka import consumer_config
 

@@ -18,7 +18,8 @@ from services.projector.config import ProjectorConfig
 from services.projector.decoding import Incoming
 from services.projector.intake import take_batch, usable
 from services.projector.metrics import Metrics
-from services.projector.writer import BatchWriter, OffsetConflict, WriteOutcome
+from services.projector.plan import WriteOutcome
+from services.projector.writer import BatchWriter, OffsetConflict
 from services.runtime.kafka import consumer_config
 from services.runtime.logs import about
 

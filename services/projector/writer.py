@@ -27,8 +27,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from schemas.events import DeadLetter
 from services.projector import store
-from services.projector.decoding import Decoded, Incoming, Prepared, decode, prepare
-from services.projector.gc_pacer import GcPacer
+from services.projector.decoding import Decoded, Incoming, Prepared, prepare
 from services.projector.metrics import Metrics
 from services.projector.plan import Plan, WriteOutcome
 from services.runtime.kafka import dead_letter
@@ -37,19 +36,7 @@ from services.runtime.logs import about
 log = logging.getLogger("projector.writer")
 
 # Decoding and GC pacing moved to their own modules; they are still importable from here.
-__all__ = [
-    "BatchWriter",
-    "Decoded",
-    "DeliveryFailed",
-    "GcPacer",
-    "Incoming",
-    "OffsetConflict",
-    "Prepared",
-    "Stopped",
-    "WriteOutcome",
-    "decode",
-    "prepare",
-]
+__all__ = ["BatchWriter", "DeliveryFailed", "OffsetConflict", "Stopped"]
 
 DATA_ERRORS = (psycopg.IntegrityError, psycopg.DataError)
 STAGE = "projector"

@@ -22,9 +22,11 @@ from schemas.events import EventBase, HumanMessage, IncidentStateChanged, ReRend
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
 from services.projector import store
+from services.projector.decoding import Incoming, prepare
+from services.projector.gc_pacer import GcPacer
 from services.projector.mapping import map_event
 from services.projector.plan import Plan
-from services.projector.writer import BatchWriter, GcPacer, Incoming, prepare
+from services.projector.writer import BatchWriter
 from services.runtime.kafka import producer_config
 from services.runtime.settings import Settings
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 from services.projector.decoding import Incoming, Prepared
 from services.projector.metrics import Metrics
+from services.projector.plan import WriteOutcome
 from services.projector.runner import ProjectionRunner
-from services.projector.writer import OffsetConflict, WriteOutcome
+from services.projector.writer import OffsetConflict
 
 
 def batch(*offsets: int) -> list[Incoming]:

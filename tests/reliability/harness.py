@@ -15,17 +15,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from deploy.local import pipeline
 from deploy.local.pipeline import Proc as Proc
 from deploy.local.pipeline import cli
 from deploy.local.pipeline import free_port as free_port
+from deploy.local.pipeline import produce as produce
 from deploy.local.pipeline import wait_until as wait_until
 from deploy.local.testdata import raw_thread as raw_thread
 from deploy.local.testdata import raw_threads as raw_threads
 from schemas.events import EventBase, ToolResult, canonical_json, parse_event
-from services.runtime.kafka import producer_config
 
 CLI = cli()
 
@@ -52,25 +52,6 @@ class Pipeline(pipeline.Pipeline):
 
 def expected_ids(events: Sequence[EventBase]) -> set[str]:
     return {e.message_id for e in events if getattr(e, "type", "") != "round_committed"}
-
-
-def produce(
-    bootstrap: str,
-    topic: str,
-    records: Sequence[tuple[bytes | None, bytes]],
-    config: dict[str, Any] | None = None,
-    **kw: Any,
-) -> None:
-    producer = Producer(producer_config(bootstrap, **{"linger.ms": 10, **(config or {})}))
-    for key, value in records:
-        while True:
-            try:
-                producer.produce(topic, key=key, value=value, **kw)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-    assert producer.flush(60) == 0, "records not delivered"
 
 
 def produce_events(bootstrap: str, topic: str, events: Sequence[EventBase]) -> None:
