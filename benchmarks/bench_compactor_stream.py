@@ -14,9 +14,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -28,6 +25,7 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from deploy.local.pipeline import Proc, command
 from deploy.local.seed.generators import generate_events, generate_loki, generate_prometheus
 from schemas.events import HumanMessage, ToolResult
 from schemas.topics import TopicSpec, ensure_topics
@@ -203,12 +201,12 @@ def settled_split(desc: Any, topic: str, k: int) -> bool:
     )
 
 
-def _wait_for_members(bootstrap: str, group: str, topic: str, k: int, procs: list[Any]) -> None:
+def _wait_for_members(bootstrap: str, group: str, topic: str, k: int, procs: list[Proc]) -> None:
     """Until the group has settled with k members sharing every partition of `topic` (`settled_split`)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if any(p.poll() is not None for p in procs):
+        if any(not p.alive() for p in procs):
             raise RuntimeError(f"a compactor worker exited early (group {group})")
         with contextlib.suppress(Exception):
             if settled_split(admin.describe_consumer_groups([group])[group].result(timeout=10), topic, k):
@@ -224,38 +222,33 @@ def _run_workers(bootstrap: str, names: dict[str, str], k: int, tmp: str, record
     topics = {kind: f"{names[kind]}.{k}w" for kind in ("events", "compacted", "sel")}
     names.update({f"{kind}.{k}w": name for kind, name in topics.items()})  # deleted with the others
     ensure_topics(bootstrap, tuple(TopicSpec(name, PARTITIONS) for name in topics.values()))
-    cli = Path(sys.executable).with_name("incident-memory")
-    procs = []
-    for i in range(k):
-        cmd = [
-            str(cli), "compactor", "--broker", bootstrap, "--app-id", group,
-            "--events-topic", topics["events"], "--compacted-topic", topics["compacted"],
-            "--dlq-topic", names["dlq"], "--selections-topic", topics["sel"],
-            "--workers-dir", tmp, "--worker-name", f"{group}-{i}", "--log-level", "WARNING",
-        ]  # fmt: skip
-        log = open(Path(tmp) / f"{group}-{i}.log", "wb")  # noqa: SIM115
-        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)), log))
+    procs: list[Proc] = []
     cpu_at_first: list[float] = []
     try:
-        _wait_for_members(bootstrap, group, topics["events"], k, [p for p, _ in procs])
+        for i in range(k):
+            args = [
+                "--broker", bootstrap, "--app-id", group,
+                "--events-topic", topics["events"], "--compacted-topic", topics["compacted"],
+                "--dlq-topic", names["dlq"], "--selections-topic", topics["sel"],
+                "--workers-dir", tmp, "--worker-name", f"{group}-{i}", "--log-level", "WARNING",
+            ]  # fmt: skip
+            log = Path(tmp) / f"{group}-{i}.log"
+            procs.append(Proc(f"{group}-{i}", command("compactor", *args), dict(os.environ), log).start())
+        _wait_for_members(bootstrap, group, topics["events"], k, procs)
         _produce(bootstrap, topics["events"], records)
         seen, distinct, rate, span_s = _output_rate(
             bootstrap,
             topics["compacted"],
             len(records),
             timeout=240,
-            on_first=lambda: cpu_at_first.append(sum(_cpu_seconds(p.pid) for p, _ in procs)),
+            on_first=lambda: cpu_at_first.append(sum(_cpu_seconds(p.pid) for p in procs)),
         )
-        cpu_end = sum(_cpu_seconds(p.pid) for p, _ in procs)
+        cpu_end = sum(_cpu_seconds(p.pid) for p in procs)
     finally:
-        for proc, _log in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc, log in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            log.close()
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.stop(30)
     cpu = cpu_end - (cpu_at_first[0] if cpu_at_first else 0.0)
     return WorkerRun(
         k, seen, distinct, rate, span_s, cpu / max(distinct, 1), cpu / (span_s * k) if span_s else 0.0

@@ -19,16 +19,15 @@ hand-placed `@pytest.mark.stack` is only needed by a test that reaches the stack
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 
+from deploy.local.external import external_stack
 from deploy.local.pipeline import fresh_schema, fresh_topics
 from services.runtime.settings import Settings
 
-EXTERNAL_ENV = "INCIDENT_MEMORY_EXTERNAL_STACK"
 STACK_FIXTURE = "stack"
 
 
@@ -46,7 +45,7 @@ def stack() -> Settings:
     from services.runtime.errors import UserFacingError
 
     try:
-        if os.environ.get(EXTERNAL_ENV) == "1":
+        if external_stack():
             from services.runtime.checks import check_kafka, check_postgres
 
             settings = Settings.from_env()

@@ -23,19 +23,22 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from test_demo import SEED_ROLES, _table_rows
 
 from deploy.local import kafka_secure, tls
+from deploy.local.external import local_stack_only
+from deploy.local.pipeline import Proc
 from deploy.local.stack import StackInfo, up
 from schemas import topics
 from schemas.events import ToolResult
 from services.runtime.kafka import admin_config, consumer_config, producer_config
 
 CLI = str(Path(sys.executable).with_name("incident-memory"))
-pytestmark = pytest.mark.stack
+pytestmark = [
+    pytest.mark.stack,
+    local_stack_only("starts the local stack's SASL_SSL Kafka node (`up --secure`)"),
+]
 
 
 @pytest.fixture(scope="module")
 def secured() -> Iterator[tuple[StackInfo, kafka_secure.SecureKafka]]:
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        pytest.skip("the secured node is part of the local stack; KAFKA_BOOTSTRAP_SERVERS points elsewhere")
     info = up(secure=True)
     assert info.secure_kafka is not None
     yield info, info.secure_kafka
@@ -161,10 +164,7 @@ def test_another_services_principal_is_refused_and_nothing_is_lost(
     committed = probe.committed([TopicPartition(names.events, p) for p in range(2)], timeout=10)
     probe.close()
     assert all(tp.offset < 0 for tp in committed), committed
-    log = (tmp_path / "compactor.log").open("wb")
-    worker = subprocess.Popen(
-        [CLI, *compactor], env=_env(node, "compactor"), stdout=log, stderr=subprocess.STDOUT
-    )
+    worker = Proc("compactor", [CLI, *compactor], _env(node, "compactor"), tmp_path / "compactor.log").start()
     try:
         reader = Consumer(consumer_config(admin, f"acl.{run}.reader"))
         reader.subscribe([names.compacted])
@@ -173,14 +173,13 @@ def test_another_services_principal_is_refused_and_nothing_is_lost(
         while len(seen) < len(results) and time.monotonic() < deadline:
             msg = reader.poll(0.5)
             if msg is not None and msg.error() is None:
-                seen.add(json.loads(msg.value())["message_id"])
-            assert worker.poll() is None, (tmp_path / "compactor.log").read_text()[-2000:]
+                seen.add(json.loads(msg.value() or b"")["message_id"])
+            assert worker.alive(), worker.tail(2000)
         reader.close()
     finally:
-        worker.terminate()
-        worker.wait(30)
+        worker.stop(30)
     assert seen == {event.message_id for event in results}
-    text = (tmp_path / "compactor.log").read_text(errors="replace")
+    text = worker.text()
     assert re.search(r"SASL_SSL, SCRAM-SHA-512 as compactor", text), text[-2000:]
 
 

@@ -143,10 +143,7 @@ def service_roles(pg_dsn: str) -> Iterator[dict[str, str]]:
                     sql.Identifier(role), sql.Identifier(groups[kind])
                 )
             )
-    base = psycopg.conninfo.conninfo_to_dict(pg_dsn)
-    yield {
-        k: psycopg.conninfo.make_conninfo(**{**base, "user": r, "password": "pw"}) for k, r in roles.items()
-    }
+    yield {k: psycopg.conninfo.make_conninfo(pg_dsn, user=r, password="pw") for k, r in roles.items()}
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         for role in roles.values():
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

@@ -22,14 +22,14 @@ import pytest
 from psycopg import sql
 
 from deploy.local import stack_cli, tls
+from deploy.local.external import local_stack_only
 from deploy.local.stack import StackInfo
 from services.runtime import settings as rt
 from services.runtime.checks import check_postgres
 from services.runtime.errors import UserFacingError
 from services.runtime.settings import Settings
 
-EXTERNAL = os.environ.get("INCIDENT_MEMORY_EXTERNAL_STACK") == "1"
-local_stack = pytest.mark.skipif(EXTERNAL, reason="an external stack is not started (or secured) by `up`")
+local_stack = local_stack_only("secures the local stack's PostgreSQL (`up --secure`)")
 SSL_QUERY = "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
 
 
@@ -171,7 +171,7 @@ def test_the_secure_flag_reaches_stack_up(
         seen.update(kwargs)
         return StackInfo("127.0.0.1:1", "postgresql://u:pw@127.0.0.1:25432/db", 1, 2, ca_file=ca)
 
-    monkeypatch.setattr(stack_cli.stack, "up", fake_up)
+    monkeypatch.setattr("deploy.local.stack.up", fake_up)  # what stack_cli calls
     assert stack_cli.run_up(parser.parse_args(["--secure", "--no-topics"])) == 0
     assert seen["secure"] is True
     out = capsys.readouterr().out

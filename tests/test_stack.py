@@ -12,18 +12,19 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from confluent_kafka import Consumer, Producer
 
 from deploy.local import procs
+from deploy.local.external import local_stack_only
 from deploy.local.ports import free_port
 from schemas.events import EventBase, HumanMessage, parse_event
 from schemas.ids import message_id
 from services.runtime.settings import Settings
 
 T = "1700000000.000200"
-EXTERNAL = os.environ.get("INCIDENT_MEMORY_EXTERNAL_STACK") == "1"
 
 
 def _event(i: int) -> HumanMessage:
@@ -101,7 +102,7 @@ def test_topic_names_fixture_matches_production_partitions(
     assert partitions[topic_names["events"]] == 8
 
 
-@pytest.mark.skipif(EXTERNAL, reason="an external stack is not started by `up`")
+@local_stack_only("checks that `up` reuses the local stack's processes (their pids)")
 def test_up_twice_reuses_the_running_processes(stack: Settings) -> None:
     from deploy.local.stack import up
 
@@ -170,7 +171,9 @@ def test_unreachable_database_is_a_fast_one_line_error() -> None:
 
 
 def test_wrong_password_is_a_fast_one_line_error(pg_dsn: str, kafka_bootstrap: str) -> None:
-    wrong = pg_dsn.replace(":incident_memory@", ":wrong-password@")
+    url = urlsplit(pg_dsn)  # the local stack's DSN or an external one: its user, another password
+    user, _, host = url.netloc.rpartition("@")
+    wrong = urlunsplit(url._replace(netloc=f"{user.partition(':')[0]}:wrong-password@{host}"))
     assert wrong != pg_dsn
     result, took = _cli("up", env={"DATABASE_URL": wrong, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap})
     _assert_one_line_error(result, took, "DATABASE_URL", "password authentication failed")

@@ -102,7 +102,7 @@ def test_count_equals_tiktoken_on_real_raws_cold_and_warm() -> None:
         )
 
 
-def test_cache_is_bounded(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokens, "_CACHE_MAX", 50)
     tokens._segment_tokens.clear()
     text = " ".join(f"word{i} x{i}y" for i in range(2000))

@@ -16,6 +16,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -219,9 +220,13 @@ def wait_until(
             return value
         for proc in watched:
             if proc.exited():
+                value = condition()  # what it did before it exited counts
+                if value:
+                    return value
+                err = f"\n--- its stderr ({proc.err_log})\n{proc.err_text()[-3000:]}" if proc.err_log else ""
                 raise PipelineError(
                     f"{proc.name} exited with {proc.returncode} while waiting for {what}; see {proc.log}",
-                    proc.tail(),
+                    proc.tail() + err,
                 )
         if time.monotonic() > deadline:
             tails = "\n".join(f"--- {p.name} ({p.log})\n{p.tail(1500)}" for p in watched)
@@ -246,8 +251,11 @@ def http_ok(url: str) -> Callable[[], bool]:
 
 @dataclass
 class Proc:
-    """One service process, its output in `log` (appended across restarts). `restart()` relaunches the argv.
+    """One process, its output in `log` (appended across restarts). `restart()` relaunches the argv.
 
+    It runs in a session of its own (a Ctrl-C of the caller is the caller's; its process group is it and
+    every child it starts). Its stderr goes to `log` too, or to `err_log` when given (for a process whose
+    stdout is read as data: a stand-in's URL on its first line, a JSON report).
     Stopped or killed through these methods, it is not "exited" for `wait_until`: only a crash is."""
 
     name: str
@@ -257,16 +265,22 @@ class Proc:
     ready: Callable[[], bool] | None = None
     port: int | None = None  # where it serves /healthz (and /metrics), when it does
     cwd: Path | None = None
+    err_log: Path | None = None  # its stderr, apart from `log` (None: into `log`)
     popen: subprocess.Popen[bytes] | None = None
     starts: int = 0
     stopped: bool = False
 
     def start(self) -> Proc:
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as out:
+        with contextlib.ExitStack() as files:
+            out = files.enter_context(self.log.open("ab"))
+            err: Any = subprocess.STDOUT
+            if self.err_log is not None:
+                self.err_log.parent.mkdir(parents=True, exist_ok=True)
+                err = files.enter_context(self.err_log.open("ab"))
             self.popen = subprocess.Popen(
-                self.argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,  # a Ctrl-C of the caller is the caller's
+                self.argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True,
             )  # fmt: skip
         self.starts += 1
         self.stopped = False
@@ -293,11 +307,41 @@ class Proc:
             wait_until(self.ready, timeout, f"{self.name} ready", every, watch=[self])
         return self
 
-    def kill9(self) -> None:
-        assert self.popen is not None
+    def wait_line(self, pattern: str | re.Pattern[str], timeout: float, every: float = 0.05) -> re.Match[str]:
+        """The match of `pattern` (`re.search`) in the first complete line of `log` it matches, once there
+        is one: what a process prints when it is ready, e.g. a stand-in's URL with the port it bound.
+        Fails at `timeout`, or at once when it exits without having printed it."""
+        regex = re.compile(pattern)
+
+        def found() -> re.Match[str] | None:
+            text = self.text()
+            lines = text[: text.rfind("\n") + 1].splitlines()  # a line still being written is not one yet
+            return next((m for m in map(regex.search, lines) if m is not None), None)
+
+        what = f"{self.name} to print /{regex.pattern}/"
+        match: re.Match[str] = wait_until(found, timeout, what, every, watch=[self])
+        return match
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for it to end on its own; its exit code (subprocess.TimeoutExpired at `timeout`)."""
+        assert self.popen is not None, f"{self.name} never started"
+        return self.popen.wait(timeout)
+
+    def send_signal(self, sig: int, group: bool = False) -> None:
+        """Send `sig`, to its whole process group when `group` (it and every child it started, at once,
+        as a terminal's Ctrl-C does); it counts as stopped by us, not as a crash."""
+        assert self.popen is not None, f"{self.name} never started"
         self.stopped = True
         with contextlib.suppress(ProcessLookupError):
-            self.popen.send_signal(signal.SIGKILL)
+            if group:
+                os.killpg(self.popen.pid, sig)  # its own session: its pid is its group's id
+            else:
+                self.popen.send_signal(sig)
+
+    def kill9(self, group: bool = False) -> None:
+        """SIGKILL (its whole process group when `group`), then reap it."""
+        self.send_signal(signal.SIGKILL, group)
+        assert self.popen is not None
         self.popen.wait(15)
 
     def restart(self) -> Proc:
@@ -308,20 +352,19 @@ class Proc:
     def terminate(self) -> None:
         """SIGTERM, without waiting (`stop` waits)."""
         if self.alive():
-            assert self.popen is not None
-            self.stopped = True
-            self.popen.send_signal(signal.SIGTERM)
+            self.send_signal(signal.SIGTERM)
 
-    def stop(self, timeout: float = 20.0) -> int | None:
-        """SIGTERM, wait, then SIGKILL; the exit code."""
+    def stop(self, timeout: float = 20.0, sig: int = signal.SIGTERM, group: bool = False) -> int | None:
+        """`sig` (SIGTERM; to its whole process group when `group`), wait, then SIGKILL; the exit code."""
         if self.popen is None:
             return None
-        self.terminate()
+        if self.alive() or group:  # a group may outlive its leader
+            self.send_signal(sig, group)
         self.stopped = True
         try:
             self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.popen.kill()
+            self.send_signal(signal.SIGKILL, group)
             self.popen.wait(10)
         return self.popen.returncode
 
@@ -343,6 +386,12 @@ class Proc:
 
     def tail(self, n: int = 3000) -> str:
         return self.text()[-n:]
+
+    def err_text(self) -> str:
+        """Its stderr, when it goes to `err_log` ("" otherwise: it is in `log`)."""
+        if self.err_log is None or not self.err_log.exists():
+            return ""
+        return self.err_log.read_text(errors="replace")
 
     def log_has(self, needle: str) -> bool:
         return needle in self.text()

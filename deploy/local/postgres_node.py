@@ -261,6 +261,27 @@ def wait_ready(timeout: float = 30.0) -> None:
             time.sleep(0.2)
 
 
+def restart(timeout: float = 30.0, p: PgPaths | None = None) -> int:
+    """`pg_ctl -m fast -w restart` of the running local cluster: every connection is cut, the server is
+    back (accepting connections) when it returns. Returns the new postmaster pid.
+
+    For the fault tests, which restart the shared local PostgreSQL under a running pipeline; an
+    external DATABASE_URL is nobody's to restart here (deploy/local/external.py skips those tests)."""
+    p = p or paths()
+    if running_pid(p) is None:
+        raise UserFacingError(
+            f"the local PostgreSQL ({p.data}) is not running: `incident-memory up` starts it"
+        )
+    bins = bin_dir(install=False)
+    _run_as([str(bins / "pg_ctl"), "-D", str(p.data), "-l", str(p.log_file), "-m", "fast", "-w",
+             "-t", str(int(timeout)), "restart"], timeout=2 * timeout + 10)  # fmt: skip
+    pid = running_pid(p)
+    if pid is None:
+        raise UserFacingError(f"the local PostgreSQL did not come back; last lines of {p.log_file}:\n"
+                              f"{procs.tail(p.log_file)}")  # fmt: skip
+    return pid
+
+
 def stop(p: PgPaths) -> bool:
     pid = running_pid(p)
     if pid is None:

@@ -182,6 +182,31 @@ def up(
     )
 
 
+def restart_postgres(timeout: float = 30.0) -> int:
+    """Restart the local PostgreSQL (postgres_node.restart) under the stack lock, so that a concurrent
+    `up` waits instead of finding it down mid-restart and starting another; if the restart failed and
+    left it down, start it again (the stack is shared). Returns the postmaster pid."""
+    state = rt.state_dir()
+    p = postgres_node.paths(state)
+    with locked(state):
+        try:
+            return postgres_node.restart(timeout, p)
+        finally:
+            if postgres_node.running_pid(p) is None:
+                postgres_node.start(p, postgres_node.bin_dir(install=False))
+
+
+def kafka_jars() -> Path:
+    """The local Kafka's jars, resolved as `up` does (Maven, only when kafka/pom.xml changed), with
+    nothing started: what a broker of a test's own (kafka_node.start_isolated, kafka_cluster.isolated)
+    and a Kafka tool (kafka_node.run_tool) run on, under the external-stack mode too."""
+    state = rt.state_dir()
+    p = kafka_node.paths(state)
+    with locked(state):
+        kafka_node.build_classpath(p)
+    return p.libs
+
+
 def _up_kafka(state: Path) -> tuple[int, dict[str, float] | None]:
     p = kafka_node.paths(state)
     pid = kafka_node.running_pid(p)

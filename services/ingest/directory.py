@@ -51,7 +51,7 @@ class ReadConnection:
                     self._conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=2)
                     self._conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
                     self._conn.execute("SET statement_timeout = 200")
-                return self._conn.execute(query, params).fetchone()  # type: ignore[arg-type]
+                return self._conn.execute(query, params).fetchone()
             except psycopg.Error as exc:
                 self._conn = None
                 if time.monotonic() - self._warned_at > 60:

@@ -260,7 +260,7 @@ class SocketMode:
         assert client is not None
         while not self._closed:
             try:
-                client.wss_uri = self._url or await self._new_url(client.web_client, at_start=False)  # type: ignore[assignment]
+                client.wss_uri = self._url or await self._new_url(client.web_client, at_start=False)
                 self._url = None
                 await asyncio.wait_for(client.connect(), self.config.open_timeout_s)
                 return

@@ -189,7 +189,7 @@ class KafkaClient:
 
 def read_properties(path: Path) -> dict[str, str]:
     """A Java client properties file as a dict (comments, `:`/`=`, line continuations, escapes)."""
-    from jproperties import Properties  # type: ignore[import-untyped]
+    from jproperties import Properties
 
     try:
         data = path.read_bytes()

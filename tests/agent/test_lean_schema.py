@@ -1,5 +1,7 @@
 """Tool schemas lose pydantic's generated titles, and nothing else."""
 
+from typing import Any
+
 from services.agent.mcp_client import lean_schema
 
 
@@ -24,7 +26,7 @@ def test_lean_schema_drops_generated_titles_but_keeps_a_property_named_title() -
 
 
 def test_lean_schema_states_an_optional_argument_once() -> None:
-    schema = {
+    schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "pod": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "description": "d"},

@@ -20,7 +20,7 @@ class CountingCursor(psycopg.Cursor[Any]):
 
     statements: list[str] = []
 
-    def execute(self, query: Any, params: Any = None, **kw: Any) -> CountingCursor:  # type: ignore[override]
+    def execute(self, query: Any, params: Any = None, **kw: Any) -> CountingCursor:
         CountingCursor.statements.append(str(query))
         super().execute(query, params, **kw)
         return self

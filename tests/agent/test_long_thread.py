@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,10 @@ def test_twelve_rounds_stay_under_budget(
 ) -> None:
     pipe = Pipeline(kafka_bootstrap, pg_dsn, pg_schema, topic_names, tmp_path)
     ev, wk = topic_names["events"], topic_names["wake"]
+
+    def posted(round_: int) -> bool:
+        return any(r[0] == f"{T}:{round_}:post:0" for r in _rows(pg_dsn, pg_schema))
+
     try:
         _pipeline(pipe)
         pipe.agent(
@@ -63,23 +68,15 @@ def test_twelve_rounds_stay_under_budget(
         )
         produce(kafka_bootstrap, ev, alert_events())
         produce(kafka_bootstrap, wk, [alert_wake()])
-        pipe.wait_until(
-            lambda: any(r[0] == f"{T}:1:post:0" for r in _rows(pg_dsn, pg_schema)), 120, "round 1"
-        )
+        pipe.wait_until(partial(posted, 1), 120, "round 1")
         produce(kafka_bootstrap, ev, [*human_events(mention=False), *human_events(mention=True)])
         produce(kafka_bootstrap, wk, [mention_wake()])
         for k in range(3, 13):
-            pipe.wait_until(
-                lambda k=k: any(r[0] == f"{T}:{k - 1}:post:0" for r in _rows(pg_dsn, pg_schema)),
-                90,
-                f"round {k - 1}",
-            )
+            pipe.wait_until(partial(posted, k - 1), 90, f"round {k - 1}")
             human, wake = _mention(k)
             produce(kafka_bootstrap, ev, [human])
             produce(kafka_bootstrap, wk, [wake])
-        pipe.wait_until(
-            lambda: any(r[0] == f"{T}:12:post:0" for r in _rows(pg_dsn, pg_schema)), 90, "round 12"
-        )
+        pipe.wait_until(partial(posted, 12), 90, "round 12")
         rows = _rows(pg_dsn, pg_schema)
         logs = [rec for p in pipe.procs if p.name == "agent" for rec in p.logs()]
     finally:

@@ -17,8 +17,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
-import re
-import subprocess
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from deploy.local.openai_standin import LABEL_HEADER, MODEL, STANDIN, OpenAIStandin, WireCall, running
+from deploy.local.pipeline import Proc
 from deploy.local.seed import seed_incident
 from schemas.events import Selection
 from schemas.tokens import count_tokens
@@ -458,14 +458,15 @@ def test_no_service_imports_the_standin() -> None:
     assert offenders == []
 
 
-def test_cli_prints_the_base_url_and_serves() -> None:
+def test_cli_prints_the_base_url_and_serves(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "deploy.local.openai_standin", "--port", "0", "--api-key", "sk-cli"]
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out, err = tmp_path / "standin.out", tmp_path / "standin.err"
+    proc = Proc("openai-standin", cmd, dict(os.environ), out, cwd=root, err_log=err).start()
     try:
-        assert proc.stdout is not None
-        base_url = proc.stdout.readline().strip()
-        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", base_url)
+        printed = proc.wait_line(r"^http://127\.0\.0\.1:\d+/v1$", 15)
+        assert printed.string == proc.text().splitlines()[0]  # alone on stdout's first line
+        base_url = printed.group()
         with httpx.Client(trust_env=False, timeout=10) as client:
             response = client.post(
                 f"{base_url}/chat/completions",
@@ -474,5 +475,4 @@ def test_cli_prints_the_base_url_and_serves() -> None:
             )
         assert response.status_code == 200 and response.json()["model"] == MODEL
     finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+        proc.stop(15)

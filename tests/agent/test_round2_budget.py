@@ -99,4 +99,5 @@ def test_the_finished_thread_shows_raw_over_40000_and_context_under_2500(seeded:
     assert all(r.compact is None for r in untouched)
     # the previous round was cut to headlines, each with its evidence id
     cut = [r for r in thread.projection.rows if r.round == 1 and r.compact and "re_rendered" in r.compact]
-    assert {r.role for r in cut} == {"ai", "tool", "post"} and all(r.id in r.compact for r in cut)
+    assert {r.role for r in cut} == {"ai", "tool", "post"}
+    assert all(r.compact is not None and r.id in r.compact for r in cut)

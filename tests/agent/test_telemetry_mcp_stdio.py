@@ -7,6 +7,7 @@ calls it, and its answer must be the real system's raw format, verbatim.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import anyio
 import pytest
 from mcp import ClientSession
 
+from deploy.local.pipeline import Proc
 from deploy.local.ports import free_port
 from deploy.local.seed import seed_incident
 from services.agent.telemetry_mcp.client import raw_of, session, text_of
@@ -118,7 +120,7 @@ def test_bad_calls_get_a_clear_tool_error_and_the_server_keeps_serving() -> None
     anyio.run(main)
 
 
-def test_streamable_http_on_port() -> None:
+def test_streamable_http_on_port(tmp_path: Path) -> None:
     """`--port` serves the same tools over streamable HTTP (loopback)."""
     import httpx
     from mcp.client.streamable_http import streamable_http_client
@@ -134,29 +136,29 @@ def test_streamable_http_on_port() -> None:
         "--port",
         str(port),
     ]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/mcp"
 
+    def answers() -> bool:  # the port accepts connections: any HTTP answer will do
+        try:
+            httpx.get(url)
+        except httpx.TransportError:
+            return False
+        return True
+
+    log = tmp_path / "telemetry-mcp.log"
+    proc = Proc("telemetry-mcp", cmd, dict(os.environ), log, ready=answers, port=port, cwd=REPO_ROOT)
+
     async def main() -> None:
-        with anyio.fail_after(30):
-            while True:  # wait until the port accepts connections
-                try:
-                    async with httpx.AsyncClient() as probe_client:
-                        await probe_client.get(url)
-                    break
-                except httpx.TransportError:
-                    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                    await anyio.sleep(0.1)
         async with streamable_http_client(url) as (read, write), ClientSession(read, write) as client:
             await client.initialize()
             events = raw_of(await client.call_tool("get_pod_events", {"namespace": "shop"}))
             assert events == seed_incident().pod_events
 
     try:
+        proc.start().wait_ready(30)
         anyio.run(main)
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        proc.stop(10)
 
 
 @pytest.mark.slow

@@ -94,7 +94,7 @@ def play(v: Voice, *events: EventBase) -> None:
 
 
 def test_an_alert_opens_its_thread_in_its_routed_channel_and_posts_reply_under_it() -> None:
-    slack, emitted = FakeSlack(), []
+    slack, emitted = FakeSlack(), list[EventBase]()
     v = voice(slack, emitted)
     play(v, alert(), post(K, 1), commit(K, 1))
     root, reply = slack.messages
@@ -111,7 +111,7 @@ def test_an_alert_opens_its_thread_in_its_routed_channel_and_posts_reply_under_i
 
 def test_a_post_waits_for_its_rounds_marker_and_a_dead_rounds_post_is_never_said() -> None:
     thread = thread_key("C0INCIDENTS", "1773458070.000100")
-    slack, emitted = FakeSlack(), []
+    slack, emitted = FakeSlack(), list[EventBase]()
     v = voice(slack, emitted)
     dead = post(thread, 1, model="dead-round")
     play(v, dead)
@@ -125,13 +125,14 @@ def test_a_post_waits_for_its_rounds_marker_and_a_dead_rounds_post_is_never_said
 
 def test_a_post_found_in_slack_after_a_crash_is_recorded_not_posted_again() -> None:
     thread = thread_key("C0INCIDENTS", "1773458070.000100")
-    slack, emitted = FakeSlack(), []
+    slack, emitted = FakeSlack(), list[EventBase]()
     first = voice(slack, emitted)
     play(first, post(thread, 1), commit(thread, 1))
     assert len(slack.messages) == 1
     # a new poster (the old one died after the call, before its record): Slack has the tag
-    again, more = voice(slack, []), []
-    again.emit = lambda e: _append(more, e)  # type: ignore[method-assign]
+    more: list[EventBase] = []
+    again = voice(slack, [])
+    again.emit = lambda e: _append(more, e)
     play(again, post(thread, 1), commit(thread, 1))
     assert len(slack.messages) == 1
     assert [(e.phase, e.slack_ts) for e in more if isinstance(e, SlackPostRecorded)] == [
@@ -144,7 +145,7 @@ async def _append(out: list[EventBase], event: EventBase) -> None:
 
 
 def test_an_alert_without_a_route_or_default_channel_is_not_posted() -> None:
-    slack, emitted = FakeSlack(), []
+    slack, emitted = FakeSlack(), list[EventBase]()
     v = voice(slack, emitted)
     v.default_channel = None
     play(v, alert(team="search"), post(K, 1), commit(K, 1))

@@ -265,7 +265,9 @@ def test_the_stream_dead_letters_the_same_raw_for_the_same_reason(
 ) -> None:
     if not stdin:
         pytest.skip("an empty raw is not a tool result: the event itself would be incomplete")
-    result = process(_event_bytes(tool, stdin), key=None, topic="in", partition=0, offset=7, recorded={}.get)
+    result = process(
+        _event_bytes(tool, stdin), key=None, topic="in", partition=0, offset=7, recorded=lambda _k: None
+    )
     assert isinstance(result, Dead)
     reason = result.letter.reason
     cli = _results()[case_id].stderr.decode().strip().removeprefix(PREFIX)
@@ -287,7 +289,7 @@ def test_the_stream_dead_letters_the_same_raw_for_the_same_reason(
 def test_a_refused_raw_still_answers_the_agent(raw: bytes) -> None:
     """Refused by the strict rules but readable by plain json: the waiting agent gets an error digest."""
     result = process(
-        _event_bytes("query_loki", raw), key=None, topic="in", partition=0, offset=7, recorded={}.get
+        _event_bytes("query_loki", raw), key=None, topic="in", partition=0, offset=7, recorded=lambda _k: None
     )
     assert isinstance(result, Dead) and result.answer is not None
     answer = json.loads(result.answer)
@@ -411,7 +413,9 @@ def test_fuzz_the_stream_decides_as_the_command_does(tool_raw: tuple[str, Any], 
         refused = False
     except BadInput:
         refused = True
-    result = process(_event_bytes(tool, data), key=None, topic="in", partition=0, offset=7, recorded={}.get)
+    result = process(
+        _event_bytes(tool, data), key=None, topic="in", partition=0, offset=7, recorded=lambda _k: None
+    )
     assert isinstance(result, Dead) == refused, getattr(result, "letter", None)
 
 

@@ -161,8 +161,15 @@ def _build(entries: list[tuple[int, int, int, int]]) -> dict:
     return loki_response([({"app": "checkout-api", "pod": f"p{i}"}, v) for i, v in enumerate(streams) if v])
 
 
+def _count(pattern: str) -> int:
+    """The N of a pattern's "N×"."""
+    counted = _COUNT.match(pattern)
+    assert counted is not None, pattern
+    return int(counted.group(1))
+
+
 def _accounting(raw: dict, out_compact: dict) -> tuple[int, int]:
-    shown = sum(int(_COUNT.match(p).group(1)) for p in out_compact.get("patterns", []))  # type: ignore[union-attr]
+    shown = sum(_count(p) for p in out_compact.get("patterns", []))
     omitted = _OMITTED.match(out_compact.get("omitted", "0 patterns, 0 lines"))
     assert omitted is not None
     return shown + int(omitted.group(2)), len(_lines(raw))

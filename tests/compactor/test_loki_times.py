@@ -21,7 +21,7 @@ T0 = datetime(2026, 12, 3, 13, 25, 15, tzinfo=UTC)
 TIMED = re.compile(r"^(\d+)× (\d\d-\d\d )?\d\d:\d\d:\d\d(\.\d+)?(–(\d\d-\d\d )?\d\d:\d\d:\d\d(\.\d+)?)? ")
 COUNT = re.compile(r"^(\d+)×")
 OMITTED = re.compile(r"^(\d+) patterns, (\d+) lines")
-START_UP = (
+START_UP: tuple[tuple[str, str, dict[str, object]], ...] = (
     ("projector", "kafka access checked", {"kafka": "127.0.0.1:29092", "protocol": "PLAINTEXT"}),
     ("projector", "projecting incident.compacted.bafbf58dc5f9 into schema t_live_bafbf58dc5f9", {}),
     ("projector", "assigned", {"topic": "incident.compacted.bafbf58dc5f9", "partitions": "0,1,2"}),
@@ -33,6 +33,13 @@ START_UP = (
     ("compactor", "partitions assigned", {"topic": "incident.events.bafbf58dc5f9"}),
     ("agent", "agent starting", {"mcp": "telemetry-mcp --backend http"}),
 )
+
+
+def _count(pattern: str) -> int:
+    """The N of a pattern's "N×"."""
+    counted = COUNT.match(pattern)
+    assert counted is not None, pattern
+    return int(counted[1])
 
 
 def _line(at: datetime, service: str, msg: str, **fields: object) -> tuple[int, str]:
@@ -89,7 +96,7 @@ def test_the_largest_patterns_keep_their_times_and_the_one_offs_are_counted() ->
     omitted = OMITTED.match(out.compact["omitted"])
     assert omitted is not None
     assert int(omitted[1]) == int(omitted[2]) == 10 - (len(patterns) - 2)
-    assert sum(int(COUNT.match(p)[1]) for p in patterns) + int(omitted[2]) == 305  # type: ignore[index]
+    assert sum(_count(p) for p in patterns) + int(omitted[2]) == 305
 
 
 def test_at_every_budget_the_largest_keeps_its_times_and_no_one_off_is_kept_while_times_go() -> None:

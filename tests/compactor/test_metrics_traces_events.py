@@ -137,7 +137,7 @@ def test_tempo_critical_path_and_errors() -> None:
 def test_tempo_error_spans_survive(seed: int, spans: int, errors: int) -> None:
     raw = generate_tempo(seed, spans=spans, errors=errors)
     out = compact_tool_result("query_tempo", raw, {}, budget=BIG)
-    errors = [g for g in out.compact["groups"] if " ERROR " in g and not g.startswith("critical path")]
+    error_groups = [g for g in out.compact["groups"] if " ERROR " in g and not g.startswith("critical path")]
     expected = [
         sp["status"]["message"]
         for b in raw["batches"]
@@ -145,9 +145,9 @@ def test_tempo_error_spans_survive(seed: int, spans: int, errors: int) -> None:
         for sp in sc["spans"]
         if sp["status"]["code"] == 2
     ]
-    assert sum(int(g.split("×", 1)[0]) for g in errors) == len(expected)  # grouped, every one counted
+    assert sum(int(g.split("×", 1)[0]) for g in error_groups) == len(expected)  # grouped, every one counted
     for message in expected:  # one verbatim message per group
-        assert any(f'ERROR "{message}" ' in g for g in errors)
+        assert any(f'ERROR "{message}" ' in g for g in error_groups)
 
 
 def test_tempo_rejects_non_traces() -> None:

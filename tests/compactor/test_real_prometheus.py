@@ -294,7 +294,9 @@ def test_a_line_keeps_every_label_that_varies_and_a_rising_series_its_start(path
     top = max(range(len(result)), key=lambda i: _span(result[i]))
     for line, count, named in _lines(raw, out):
         assert count == 1
-        pairs = dict(p.split("=", 1) for p in HEAD.match(line)[3].split(", "))  # type: ignore[index]
+        head = HEAD.match(line)
+        assert head is not None, line
+        pairs = {k: v for k, v in (p.split("=", 1) for p in head[3].split(", "))}
         assert set(pairs) == varying, line  # every label that varies, not only the fewest that tell apart
         values = result[named[0]]["values"]
         finite = [(float(v), i, v) for i, (_, v) in enumerate(values) if math.isfinite(float(v))]

@@ -114,6 +114,7 @@ def test_bad_records_become_dead_letters_with_reason_partition_offset() -> None:
         assert (letter.partition, letter.offset, letter.key, letter.source_topic) == (3, 41, TS, "in")
         assert letter.payload == value.decode()
         if reason.endswith(":"):  # a tool result that parsed: the agent still gets an answer
+            assert result.answer is not None
             answer = parse_event(result.answer)
             assert isinstance(answer, CompactedToolResult) and answer.message_id == f"{TS}:1:tools:0"
             assert answer.compact == {
@@ -136,6 +137,7 @@ def test_a_raising_compactor_is_a_dead_letter_not_a_crash() -> None:
     assert isinstance(result, Dead)
     assert result.letter.reason == "compactor error: RuntimeError: model unavailable"
     assert result.message_id == f"{TS}:1:tools:0"
+    assert result.answer is not None
     answer = parse_event(result.answer)
     assert isinstance(answer, CompactedToolResult)
     assert answer.compact["error"].startswith(

@@ -153,7 +153,7 @@ def test_a_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch, 
     dashed = uuid.UUID(bytes=b"\xf8" + bytes(15))  # base64url "-A..."
     plain = uuid.UUID(bytes=bytes(16))
     draws = iter([dashed, dashed, plain])
-    monkeypatch.setattr(kafka_node.uuid, "uuid4", lambda: next(draws))
+    monkeypatch.setattr(uuid, "uuid4", lambda: next(draws))  # the module kafka_node draws from
     value = kafka_node.cluster_id(kafka_node.KafkaPaths(tmp_path))
     assert not value.startswith("-") and len(value) == 22
     assert kafka_node.cluster_id(kafka_node.KafkaPaths(tmp_path)) == value  # kept beside the data

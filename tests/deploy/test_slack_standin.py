@@ -9,8 +9,8 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+import os
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +28,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web import WebClient
 from slack_sdk.web.async_client import AsyncWebClient
 
+from deploy.local.pipeline import Proc
 from deploy.local.slack_standin import DEFAULT_CHANNEL, SlackStandin, running
 
 pytestmark = pytest.mark.timeout(60)
@@ -484,14 +485,15 @@ def test_control_endpoints(slack: SlackStandin) -> None:
     assert control.post("/messages", json={"channel": "C0NOPE", "text": "x"}).status_code == 400
 
 
-def test_cli_prints_the_base_url_and_serves() -> None:
+def test_cli_prints_the_base_url_and_serves(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "deploy.local.slack_standin", "--port", "0", "--channel", "C0DEMO"]
     cmd += ["--bot-token", "xoxb-demo-1", "--app-token", "xapp-demo-1"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out, err = tmp_path / "standin.out", tmp_path / "standin.err"
+    proc = Proc("slack-standin", cmd, dict(os.environ), out, cwd=ROOT, err_log=err).start()
     try:
-        assert proc.stdout is not None
-        base_url = proc.stdout.readline().strip()
-        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/api/", base_url)
+        printed = proc.wait_line(r"^http://127\.0\.0\.1:\d+/api/$", 15)
+        assert printed.string == proc.text().splitlines()[0]  # alone on stdout's first line
+        base_url = printed.group()
         client = WebClient(token="xoxb-demo-1", base_url=base_url, timeout=10)
         deadline = time.monotonic() + 15
         while True:
@@ -503,8 +505,7 @@ def test_cli_prints_the_base_url_and_serves() -> None:
                     raise
                 time.sleep(0.05)
     finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+        proc.stop(15)
 
 
 def imported_modules(path: Path) -> set[str]:

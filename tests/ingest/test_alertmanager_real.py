@@ -33,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from deploy.local import gobin
 from deploy.local.pipeline import Pipeline, Proc, free_port, fresh_schema, fresh_topics, http_ok, wait_until
 from schemas.events import AlertReceived, EventBase, IncidentStateChanged, Wake, parse_event
+from services.runtime.errors import UserFacingError
 
 from .helpers import TOKEN, RunningServer, config, start_server
 
@@ -578,7 +579,7 @@ def test_gobin_builds_once_then_reuses(fake_go: Path, tmp_path: Path) -> None:
 
 def test_gobin_refuses_unpinned_versions(fake_go: Path, tmp_path: Path) -> None:
     for version in ("latest", "main", "v1.2", "1.2.3", ""):
-        with pytest.raises(gobin.UserFacingError, match="pin a version"):
+        with pytest.raises(UserFacingError, match="pin a version"):
             gobin.ensure("tool", "example.com/tool", version, state=tmp_path)
     assert fake_go.read_text() == ""
 
@@ -655,7 +656,7 @@ def test_gobin_from_source_prepares_a_copy(
     assert not (module / "ui").exists()  # the copy was prepared, never the module cache
     assert [p.name for p in (tmp_path / "s" / "gobin").iterdir() if p.name.startswith(".")] == []
     assert '"why": "test"' in (path.parent / "build.json").read_text()
-    with pytest.raises(gobin.UserFacingError, match="not in module"):
+    with pytest.raises(UserFacingError, match="not in module"):
         gobin.ensure("x", "example.com/other/cmd/x", "v1.2.3", state=tmp_path / "s", source=source)
     for path in (module, module / "cmd", module / "cmd" / "tool"):
         path.chmod(0o755)  # let pytest clean up

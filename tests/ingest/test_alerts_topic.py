@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from schemas.events import AlertReceived, DeadLetter, Wake
-from schemas.topics import TopicSpec, ensure_topics
-from services.ingest.main import workers_for
 
-from .helpers import alert_payload, config, dumps, group_notification, read_events, read_topic, start_server
+from .alerts_topic import new_user_topic, reading
+from .helpers import alert_payload, dumps, group_notification, read_events, read_topic
 
 
 @pytest.fixture
-def user_topic(kafka_bootstrap: str) -> Iterator[str]:
-    name = f"user.alerts.{uuid.uuid4().hex[:12]}"
-    ensure_topics(kafka_bootstrap, (TopicSpec(name, 2),))
-    yield name
+def user_topic(kafka_bootstrap: str) -> str:
+    return new_user_topic(kafka_bootstrap)
 
 
 def test_alerts_from_a_topic_become_events_and_bad_ones_dead_letters(
@@ -36,19 +31,13 @@ def test_alerts_from_a_topic_become_events_and_bad_ones_dead_letters(
     producer.produce(user_topic, key=b"d", value=dumps(alert_payload("firing", group_key="kafka-C")))
     assert producer.flush(10) == 0
 
-    group = f"ingest-alerts-{uuid.uuid4().hex[:8]}"
-    server = start_server(
-        config(kafka_bootstrap, topic_names), lambda ingest: workers_for(ingest, user_topic, group)
-    )
-    try:
+    with reading(kafka_bootstrap, topic_names, user_topic) as reader:
         events = read_events(kafka_bootstrap, topic_names["events"], 4)
         wakes = read_events(kafka_bootstrap, topic_names["wake"], 2)
         letters = [
             DeadLetter.model_validate_json(v) for _, v in read_topic(kafka_bootstrap, topic_names["dlq"], 2)
         ]
-        committed = _wait_committed(kafka_bootstrap, group, user_topic, total=4)
-    finally:
-        server.stop()
+        committed = reader.committed(total=4)
     alerts = [e for e in events if isinstance(e, AlertReceived)]
     assert sorted(a.alert["groupKey"] for a in alerts) == ["kafka-A", "kafka-C"]
     assert {w.thread_ts for w in wakes if isinstance(w, Wake)} == {a.thread_ts for a in alerts}
@@ -58,22 +47,6 @@ def test_alerts_from_a_topic_become_events_and_bad_ones_dead_letters(
     assert all(letter.offset is not None and letter.stage == "ingest.alerts_topic" for letter in letters)
     assert json.loads(next(x.payload for x in letters if x.key == "c"))["version"] == "2"  # kept verbatim
     assert committed == 4  # every message's offset committed, after its events were acked
-
-
-def _wait_committed(bootstrap: str, group: str, topic: str, total: int, timeout_s: float = 20) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        deadline = time.monotonic() + timeout_s
-        done = 0
-        while time.monotonic() < deadline:
-            offsets = consumer.committed([TopicPartition(topic, p) for p in (0, 1)], timeout=10)
-            done = sum(max(tp.offset, 0) for tp in offsets)
-            if done >= total:
-                break
-            time.sleep(0.1)
-        return done
-    finally:
-        consumer.close()
 
 
 def test_a_groups_history_in_one_batch_keeps_one_thread_per_episode(
@@ -100,15 +73,9 @@ def test_a_groups_history_in_one_batch_keeps_one_thread_per_episode(
         producer.produce(user_topic, key=key.encode(), value=dumps(payload))
     assert producer.flush(10) == 0
 
-    group = f"ingest-alerts-{uuid.uuid4().hex[:8]}"
-    server = start_server(
-        config(kafka_bootstrap, topic_names), lambda ingest: workers_for(ingest, user_topic, group)
-    )
-    try:
+    with reading(kafka_bootstrap, topic_names, user_topic):
         events = read_events(kafka_bootstrap, topic_names["events"], 2 * len(history))
         wakes = read_events(kafka_bootstrap, topic_names["wake"], 5)
-    finally:
-        server.stop()
     alerts = [e for e in events if isinstance(e, AlertReceived)]
     assert len(alerts) == len(history)
     # read back across partitions: the new episode's thread may come first, so tell them by payload

@@ -12,31 +12,28 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from deploy.local import kafka_node
+from deploy.local.stack import kafka_jars
 from schemas.events import AlertReceived, DeadLetter, IncidentStateChanged, Wake
-from schemas.topics import TopicSpec, ensure_topics
-from services.ingest.main import workers_for
 
-from .helpers import alert_payload, config, read_events, read_topic, start_server, topic_count
+from .alerts_topic import new_user_topic, reading
+from .helpers import alert_payload, read_events, read_topic, topic_count
 
 CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"  # bin/kafka-console-producer.sh
 
 
 @pytest.fixture
-def user_topic(kafka_bootstrap: str) -> Iterator[str]:
-    name = f"user.alerts.{uuid.uuid4().hex[:12]}"
-    ensure_topics(kafka_bootstrap, (TopicSpec(name, 2),))
-    yield name
+def user_topic(kafka_bootstrap: str) -> str:
+    return new_user_topic(kafka_bootstrap)
 
 
 def console_produce(bootstrap: str, topic: str, text: str) -> None:
     """`kafka-console-producer.sh --bootstrap-server B --topic T --property parse.key=false < text`."""
+    kafka_jars()  # the local stack's (resolved here too when the broker is external)
     started = time.monotonic()
     result = kafka_node.run_tool(
         CONSOLE_PRODUCER, "--bootstrap-server", bootstrap, "--topic", topic,
@@ -54,16 +51,10 @@ def test_one_json_object_per_line_becomes_the_alert_events(
     console_produce(kafka_bootstrap, user_topic, f"{json.dumps(firing)}\n{json.dumps(resolved)}\n")
     assert topic_count(kafka_bootstrap, user_topic) == 2  # one record per line
 
-    group = f"ingest-alerts-{uuid.uuid4().hex[:8]}"
-    server = start_server(
-        config(kafka_bootstrap, topic_names), lambda ingest: workers_for(ingest, user_topic, group)
-    )
-    try:
+    with reading(kafka_bootstrap, topic_names, user_topic) as reader:
         events = read_events(kafka_bootstrap, topic_names["events"], 4)
         wakes = read_events(kafka_bootstrap, topic_names["wake"], 1)
-        committed = _wait_committed(kafka_bootstrap, group, user_topic, total=2)
-    finally:
-        server.stop()
+        committed = reader.committed(total=2)
     alerts = [e for e in events if isinstance(e, AlertReceived)]
     assert {a.status for a in alerts} == {"firing", "resolved"}
     assert {a.alert["groupKey"] for a in alerts} == {key}
@@ -89,19 +80,13 @@ def test_a_pretty_printed_file_is_one_dead_letter_per_line_and_nothing_else(
     console_produce(kafka_bootstrap, user_topic, pretty.read_text())
     assert topic_count(kafka_bootstrap, user_topic) == len(lines)  # one record per line, not per file
 
-    group = f"ingest-alerts-{uuid.uuid4().hex[:8]}"
-    server = start_server(
-        config(kafka_bootstrap, topic_names), lambda ingest: workers_for(ingest, user_topic, group)
-    )
-    try:
+    with reading(kafka_bootstrap, topic_names, user_topic) as reader:
         letters = [
             DeadLetter.model_validate_json(v)
             for _, v in read_topic(kafka_bootstrap, topic_names["dlq"], len(lines))
         ]
-        committed = _wait_committed(kafka_bootstrap, group, user_topic, total=len(lines))
-        dead = server.metric("ingest_dead_letters_total", reason="malformed_json")
-    finally:
-        server.stop()
+        committed = reader.committed(total=len(lines))
+        dead = reader.server.metric("ingest_dead_letters_total", reason="malformed_json")
     assert committed == len(lines)  # every line consumed, so nothing more is on its way
     assert sorted(letter.payload for letter in letters) == sorted(lines)  # one per line, verbatim
     assert all(letter.reason.startswith("malformed_json: ") for letter in letters), {
@@ -113,21 +98,3 @@ def test_a_pretty_printed_file_is_one_dead_letter_per_line_and_nothing_else(
     assert dead == len(lines)
     assert topic_count(kafka_bootstrap, topic_names["events"]) == 0
     assert topic_count(kafka_bootstrap, topic_names["wake"]) == 0
-
-
-def _wait_committed(bootstrap: str, group: str, topic: str, total: int, timeout_s: float = 20) -> int:
-    """The group's committed offsets on `topic`, summed over its partitions, once they reach `total`."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        partitions = list(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        deadline = time.monotonic() + timeout_s
-        done = 0
-        while time.monotonic() < deadline:
-            offsets = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
-            done = sum(max(tp.offset, 0) for tp in offsets)
-            if done >= total:
-                break
-            time.sleep(0.1)
-        return done
-    finally:
-        consumer.close()

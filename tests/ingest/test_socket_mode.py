@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from deploy.local.pipeline import Proc
 from deploy.local.ports import free_port
 from deploy.local.slack_standin import DEFAULT_CHANNEL, HUMAN_USER, SlackStandin, running
 from schemas.events import HumanMessage, Wake, parse_event
@@ -54,7 +54,7 @@ def eventually(check: Callable[[], bool], timeout: float = 20.0, what: str = "co
 class SocketIngest:
     """`incident-memory ingest --socket-mode` running in a subprocess, its HTTP port and its log."""
 
-    proc: subprocess.Popen[bytes]
+    proc: Proc
     url: str
     log: Path
 
@@ -72,10 +72,8 @@ class SocketIngest:
                     return float(sample.value)
         return 0.0
 
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=40)
+    def stop(self) -> int | None:
+        return self.proc.stop(40)
 
 
 @contextlib.contextmanager
@@ -105,21 +103,19 @@ def socket_ingest(
     argv = [sys.executable, "-m", "services.cli", "ingest", "--socket-mode", "--port", str(port)]
     argv += ["--events-topic", topics["events"], "--wake-topic", topics["wake"], "--dlq-topic", topics["dlq"]]
     log = tmp_path / f"ingest-{port}.log"
-    with log.open("wb") as sink:
-        proc = subprocess.Popen([*argv, *args], cwd=ROOT, env=full_env, stdout=sink, stderr=sink)
+    proc = Proc("ingest", [*argv, *args], full_env, log, port=port, cwd=ROOT).start()
     running_ingest = SocketIngest(proc, f"http://127.0.0.1:{port}", log)
     try:
-        eventually(lambda: slack.hub.open_connections >= 1 or proc.poll() is not None, 30, "websocket opened")
-        assert proc.poll() is None, running_ingest.logs()
+        eventually(lambda: slack.hub.open_connections >= 1 or not proc.alive(), 30, "websocket opened")
+        assert proc.alive(), running_ingest.logs()
         # /healthz answers once the HTTP port is bound (200 only when a broker answers too).
         eventually(
             lambda: _health(running_ingest.url) in ((200,) if wait_healthy else (200, 503)), 30, "/healthz"
         )
         yield running_ingest
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
+        if proc.alive():
+            proc.kill9()
 
 
 def _health(url: str) -> int | None:

@@ -116,7 +116,7 @@ def test_rounds_split_across_batches_with_duplicates_and_a_re_render_equal_the_i
         tokens=count_value_tokens(compact),
         policy="one_line",
     )
-    batches = [
+    batches: list[list[EventBase]] = [
         [*one[:3], *two[:2]],  # staged: part of each round
         [re_render],  # re-renders a staged row (the in-order plan runs this batch)
         [one[1], *one[3:-1], *two[2:-1], one[2], two[0], one[-1], two[-1]],  # the rest, duplicates, markers
@@ -250,7 +250,7 @@ def test_gc_pacer_turns_collection_off_while_in_use_and_restores_it() -> None:
             with inner.paced():
                 assert not gc.isenabled()
             assert not gc.isenabled()  # the outer pacer is still in use
-            garbage = [[[]] for _ in range(5000)]  # would have triggered automatic collections
+            garbage: list[object] = [[[]] for _ in range(5000)]  # would have triggered automatic collections
             del garbage
             outer.tick(9)
             assert collections == []

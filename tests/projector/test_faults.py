@@ -7,8 +7,6 @@ checks the projection equals the set of unique events: no duplicate, no gap.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -17,7 +15,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from deploy.local.external import local_stack_only
 from deploy.local.pipeline import Pipeline, Proc
+from deploy.local.stack import restart_postgres
 from deploy.local.testdata import T0, interleave, synthetic_round, synthetic_thread
 from schemas.events import EventBase
 from services.runtime.settings import Settings
@@ -156,30 +156,8 @@ def test_duplicates_and_a_round_that_never_commits(
     assert states == {a: 4, b: 2}
 
 
-def _restart_postgres() -> None:
-    from deploy.local import postgres_node
-
-    p = postgres_node.paths()
-    bins = postgres_node.bin_dir(install=False)
-    argv = [
-        str(bins / "pg_ctl"),
-        "-D",
-        str(p.data),
-        "-l",
-        str(p.log_file),
-        "-m",
-        "fast",
-        "-w",
-        "-t",
-        "30",
-        "restart",
-    ]
-    if os.geteuid() == 0:
-        argv = ["runuser", "-u", "postgres", "--", *argv]
-    subprocess.run(argv, check=True, capture_output=True, cwd="/", timeout=60)
-
-
 @pytest.mark.reliability
+@local_stack_only("restarts the local stack's PostgreSQL (pg_ctl)")
 def test_postgres_restart_under_the_projector_loses_nothing(
     start_projector: Callable[..., Proc],
     stack: Settings,
@@ -201,7 +179,7 @@ def test_postgres_restart_under_the_projector_loses_nothing(
         target=produce_events, args=(stack.kafka_bootstrap_servers, topic, events[half:])
     )
     producing.start()
-    _restart_postgres()
+    restart_postgres()
     producing.join(60)
     high = high_watermarks(stack.kafka_bootstrap_servers, topic)
     with psycopg.connect(pg_dsn, options=f"-c search_path={pg_schema}") as conn:

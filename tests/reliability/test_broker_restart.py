@@ -16,12 +16,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
 from deploy.local import kafka_node, procs
+from deploy.local.stack import kafka_jars
 from schemas.topics import COMPACTED, DLQ, EVENTS, TOPICS, WAKE, TopicSpec, ensure_topics
 from services.runtime.settings import Settings
 
@@ -93,7 +95,8 @@ def listener_port() -> int:
 
 @pytest.fixture
 def broker(stack: Settings, tmp_path: Path) -> Iterator[Broker]:
-    """A broker of this test's own; `stack` first, so the shared jars exist."""
+    """A broker of this test's own, on the local stack's jars (resolved here too under the external-stack mode)."""
+    kafka_jars()
     b = Broker(tmp_path / "kafka", listener_port(), listener_port())
     b.start()
     try:
@@ -118,11 +121,11 @@ def own_pipeline(broker: Broker, stack: Settings, pg_schema: str, tmp_path: Path
     ensure_topics(broker.bootstrap, (selections,))
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
 
-    def partitions(name: str) -> int:
-        return len(admin.list_topics(name, timeout=10).topics[name].partitions)
+    def complete(spec: TopicSpec) -> bool:
+        return len(admin.list_topics(spec.name, timeout=10).topics[spec.name].partitions) == spec.partitions
 
     for spec in (*specs, selections):
-        wait_until(lambda s=spec: partitions(s.name) == s.partitions, 60, f"{spec.name}'s partitions", 0.5)
+        wait_until(partial(complete, spec), 60, f"{spec.name}'s partitions", 0.5)
     try:
         yield pipe
     finally:

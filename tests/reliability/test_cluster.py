@@ -36,6 +36,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
 
 from deploy.local import kafka_cluster
+from deploy.local.stack import kafka_jars
 from schemas.events import EventBase
 from schemas.ids import thread_key
 from schemas.topics import COMPACTED, DLQ, EVENTS, TOPICS, WAKE, ensure_topics
@@ -70,7 +71,9 @@ STARTUP: dict[str, float] = {}  # the cluster's start, recorded with each test's
 
 @pytest.fixture(scope="module")
 def cluster(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_cluster.Cluster]:
-    """Three nodes of this module's own; `stack` first, so the local stack's jars exist."""
+    """Three nodes of this module's own, on the local stack's jars (resolved here too under the
+    external-stack mode)."""
+    kafka_jars()
     free: list[int] = []
     while len(free) < 2 * kafka_cluster.REPLICATION:  # six distinct ports, below the ephemeral range
         if (port := listener_port()) not in free:

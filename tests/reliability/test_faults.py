@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import threading
 
 import pytest
+
+from deploy.local.external import local_stack_only
+from deploy.local.stack import restart_postgres
 
 from .harness import (
     Pipeline,
@@ -45,18 +46,7 @@ def test_kill_9_mid_stream_then_restart(pipeline: Pipeline, victim: str, record:
     assert_compacts_identical(pipeline, events)
 
 
-def _restart_postgres() -> None:
-    from deploy.local import postgres_node
-
-    p = postgres_node.paths()
-    bins = postgres_node.bin_dir(install=False)
-    argv = [str(bins / "pg_ctl"), "-D", str(p.data), "-l", str(p.log_file), "-m", "fast", "-w", "-t", "30",
-            "restart"]  # fmt: skip
-    if os.geteuid() == 0:
-        argv = ["runuser", "-u", "postgres", "--", *argv]
-    subprocess.run(argv, check=True, capture_output=True, cwd="/", timeout=60)
-
-
+@local_stack_only("restarts the local stack's PostgreSQL (pg_ctl)")
 def test_postgres_restart_mid_stream(pipeline: Pipeline, record: dict[str, object]) -> None:
     events = raw_threads(150, prefix="1713")
     pipeline.compactor()
@@ -68,12 +58,7 @@ def test_postgres_restart_mid_stream(pipeline: Pipeline, record: dict[str, objec
         target=produce_events, args=(pipeline.bootstrap, pipeline.topics["events"], events[half:])
     )
     producing.start()
-    try:
-        _restart_postgres()
-    finally:
-        from deploy.local.stack import up
-
-        up()  # the stack is shared: make sure it is whole again whatever happened
+    restart_postgres()  # under the stack's lock; it starts Postgres again if the restart failed
     producing.join(60)
     expected = expected_ids(events)
     wait_until(lambda: _ids_or_none(pipeline) is not None, 30, "postgres back")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -21,7 +20,7 @@ import pytest
 from schemas.events import parse_event
 from services.ingest.slack_signature import sign
 
-from .harness import Pipeline, free_port, read_all, wait_until
+from .harness import Pipeline, Proc, free_port, read_all, wait_until
 
 pytestmark = pytest.mark.reliability
 SECRET, TOKEN, BOT = "8f742231b10e8888abcd99yyyzzz85a5", "am-test-token", "U0LAN0Z89"
@@ -125,15 +124,18 @@ def _run(pipeline: Pipeline, pause: float) -> tuple[dict[str, object], list[floa
         cpu_before = _cpu_s(ingest.popen.pid)
         sampler = RssSampler(ingest.popen.pid)
         sampler.start()
-        attacker = subprocess.Popen(
-            [sys.executable, "-m", "tests.reliability.hostile_http", str(port), str(ATTACK_S), "20", "4", "100",
-             str(pause)],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        time.sleep(1.0)  # the attack is under way
-        attacked: list[float] = []
-        n = _send(client, url, thread, n, ATTACK_S - 2.0, 20, attacked, acked)
-        out, _ = attacker.communicate(timeout=ATTACK_S + 60)
+        argv = [sys.executable, "-m", "tests.reliability.hostile_http", str(port), str(ATTACK_S), "20", "4",
+                "100", str(pause)]  # fmt: skip
+        attacker = Proc("attacker", argv, dict(os.environ), pipeline.root / "attacker.out", cwd=ROOT,
+                        err_log=pipeline.root / "attacker.err").start()  # fmt: skip
+        try:
+            time.sleep(1.0)  # the attack is under way
+            attacked: list[float] = []
+            n = _send(client, url, thread, n, ATTACK_S - 2.0, 20, attacked, acked)
+            attacker.wait(ATTACK_S + 60)
+        finally:
+            attacker.stop()  # a no-op once it has ended on its own
+        out = attacker.text()  # its report: one JSON line on stdout
         cpu_attack = _cpu_s(ingest.popen.pid) - cpu_before
         sampler.halt.set()
         sampler.join(5)

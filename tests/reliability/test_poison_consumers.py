@@ -33,7 +33,7 @@ OVER_1_MIB = 2 * 1024 * 1024
 
 
 def _letters(pipe: Pipeline, n: int, stage: str) -> list[dict[str, Any]]:
-    return wait_until(  # type: ignore[no-any-return]
+    return wait_until(
         lambda: (
             (d := [x for x in dead_letters(pipe.bootstrap, pipe.topics["dlq"]) if x["stage"] == stage])
             and len(d) >= n

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from deploy.local.pipeline import fresh_schema, fresh_topics
 from schemas import read_model
 from schemas.events import ToolResult
 
-from .harness import Pipeline, produce_events, raw_threads, wait_until
+from .harness import Pipeline, Proc, expected_ids, produce_events, raw_threads, wait_until
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900)]
 
@@ -98,7 +97,7 @@ def live(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]
             pipe.projector()
             staged = _selector_raws()
             produce_events(pipe.bootstrap, names["events"], [*events, *staged])
-            expected = {e.message_id for e in events if e.type != "round_committed"}
+            expected = expected_ids(events)
             wait_until(lambda: expected <= set(pipe.ids()), 300, "the soak projected")
 
             def all_staged() -> bool:  # the live compactor has asked, and recorded, every choice
@@ -220,10 +219,7 @@ def test_kill_9_mid_rederive_then_the_same_command_resumes_and_ends_equal(live: 
     if honest is None:
         pytest.skip("needs the uninterrupted run of the first test")
     name = f"rk_{uuid.uuid4().hex[:8]}"
-    proc = subprocess.Popen(
-        live.argv(name, "--no-diff"), env=live.env(HONEST), stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+    proc = Proc("rederive", live.argv(name, "--no-diff"), live.env(HONEST), live.tmp / f"{name}.log").start()
     try:
 
         def some_rows() -> bool:
@@ -233,11 +229,10 @@ def test_kill_9_mid_rederive_then_the_same_command_resumes_and_ends_equal(live: 
                 return False
             return n > 0
 
-        wait_until(some_rows, 300, "the interrupted run to project something", every=0.2)
+        wait_until(some_rows, 300, "the interrupted run to project something", every=0.2, watch=[proc])
         partial = len(live.rows(name))
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the command and every child it started, at once
-        proc.wait(30)
+        proc.kill9(group=True)  # the command and every child it started, at once
     assert partial < len(live.rows(honest)), "killed too late to show a resume"
     early = live.cli("rederive", "--switch", name, "--views", f"v_{uuid.uuid4().hex[:8]}")
     assert early.returncode == 1 and len(early.stderr.strip().splitlines()) == 1, early.stderr
@@ -282,10 +277,9 @@ def test_follow_keeps_the_new_projection_live_and_ctrl_c_stops_it(live: Live) ->
     name = f"rf_{uuid.uuid4().hex[:8]}"
     views = f"v_{uuid.uuid4().hex[:8]}"
     live.names.append(views)
-    proc = subprocess.Popen(
-        live.argv(name, "--no-diff", "--follow"), env=live.env(HONEST), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+    argv = live.argv(name, "--no-diff", "--follow")
+    out, err_log = live.tmp / f"{name}.out", live.tmp / f"{name}.err"
+    proc = Proc("rederive", argv, live.env(HONEST), out, err_log=err_log).start()
     try:
 
         def caught_up() -> bool:
@@ -297,7 +291,7 @@ def test_follow_keeps_the_new_projection_live_and_ctrl_c_stops_it(live: Live) ->
                 return False
             return row is not None and row[0] is not None
 
-        wait_until(caught_up, 300, "the run to catch up", 0.5)
+        wait_until(caught_up, 300, "the run to catch up", 0.5, watch=[proc])
         switched = live.cli("rederive", "--switch", name, "--views", views)
         assert switched.returncode == 0, switched.stderr
         late = raw_threads(1, prefix=f"19{uuid.uuid4().int % 100:02d}")
@@ -315,14 +309,18 @@ def test_follow_keeps_the_new_projection_live_and_ctrl_c_stops_it(live: Live) ->
         produce_events(live.pipe.bootstrap, live.pipe.topics["events"], late)
         waiter.join(150)
         assert waiting.get("ok") is True
-        expected = {e.message_id for e in late if e.type != "round_committed"}
+        expected = expected_ids(late)
         wait_until(
-            lambda: expected <= set(_safe_rows(live, name)), 120, "the late thread in the new schema", 0.5
+            lambda: expected <= set(_safe_rows(live, name)),
+            120,
+            "the late thread in the new schema",
+            0.5,
+            watch=[proc],
         )
     finally:
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group
-        _out, err = proc.communicate(timeout=90)
-    assert proc.returncode == 130, err[-2000:]
+        code = proc.stop(90, signal.SIGINT, group=True)  # Ctrl-C reaches the whole foreground group
+    err = proc.err_text()
+    assert code == 130, err[-2000:]
     assert "rerun the same command to resume" in err
     assert "following the live tail" in err
 

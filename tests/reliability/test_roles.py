@@ -22,8 +22,7 @@ def projector_dsn(pipeline: Pipeline) -> Iterator[str]:
                 sql.Identifier(role)
             )
         )
-    base = psycopg.conninfo.conninfo_to_dict(pipeline.dsn)
-    yield psycopg.conninfo.make_conninfo(**{**base, "user": role, "password": "pw"})
+    yield psycopg.conninfo.make_conninfo(pipeline.dsn, user=role, password="pw")
     pipeline.stop_all()  # its sessions (and their temp tables) end before the role goes
     with psycopg.connect(pipeline.dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

@@ -110,13 +110,12 @@ def test_a_replay_and_a_new_poster_never_post_again(
     produce_events(pipeline.bootstrap, pipeline.topics["events"], events)
     wait_until(lambda: len(slack.calls("chat.postMessage")) == 3, 60, "three posts")
     with pipeline.connect() as conn:
-        wait_until(
-            lambda: (
-                conn.execute("SELECT count(*) FROM slack_posts WHERE phase = 'posted'").fetchone()[0] == 3
-            ),  # type: ignore[index]
-            60,
-            "the outcomes projected",
-        )
+
+        def projected() -> bool:
+            row = conn.execute("SELECT count(*) FROM slack_posts WHERE phase = 'posted'").fetchone()
+            return row is not None and row[0] == 3
+
+        wait_until(projected, 60, "the outcomes projected")
     pipeline.stop_all()
     # a replay of every topic into a fresh schema: the projection comes back, and Slack hears nothing
     fresh = f"{pipeline.schema}_replay"

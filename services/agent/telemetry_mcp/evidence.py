@@ -15,8 +15,8 @@ from psycopg import sql
 
 from schemas import read_model
 
-VISIBLE = sql.SQL(read_model.EVIDENCE_VISIBLE)  # type: ignore[arg-type]
-STAGED = sql.SQL(read_model.EVIDENCE_STAGED)  # type: ignore[arg-type]
+VISIBLE = sql.SQL(read_model.EVIDENCE_VISIBLE)
+STAGED = sql.SQL(read_model.EVIDENCE_STAGED)
 
 
 class EvidenceNotFound(LookupError):
