@@ -95,7 +95,8 @@ echo "  (KEDA $KEDA_VERSION CRDs, from its Go module)"
 RENDERED="$CACHE/rendered"
 rm -rf "$RENDERED" && mkdir -p "$RENDERED"
 step "kustomize build"
-for k in base overlays/production overlays/example; do
+# overlays/rederive-example: the example plus components/rederive, the re-derivation's two Jobs.
+for k in base overlays/production overlays/example overlays/rederive-example; do
     out="$RENDERED/${k//\//-}.yaml"
     "$KUSTOMIZE" build "$ROOT/deploy/k8s/$k" >"$out"
     echo "  deploy/k8s/$k: $(grep -c '^kind: ' "$out") resources ($(grep '^kind: ' "$out" | sort | uniq -c | awk '{printf "%s%s x%s", sep, $3, $1; sep=", "}'))"

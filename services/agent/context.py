@@ -7,6 +7,7 @@ turn whose tool calls did not all come back; a result is never invented (invaria
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,6 +17,7 @@ import psycopg
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from schemas import read_model
+from schemas.canonical import canonical_json_bytes
 from schemas.ids import parse_message_id
 from schemas.tokens import count_tokens, render_for_model
 
@@ -74,6 +76,11 @@ class LoadedContext:
         return max([self.state.rounds if self.state else 0, *seen])
 
 
+def row_digest(value: Any) -> str:
+    """A short digest of a row's value (`coalesce(compact, content)`), to tell two projections apart."""
+    return hashlib.sha256(canonical_json_bytes(value)).hexdigest()[:16]
+
+
 def load_rows(conn: psycopg.Connection, thread_ts: str) -> list[ContextRow]:
     """The one query. Everything after it is pure."""
     records = conn.execute(read_model.CONTEXT_ROWS, (thread_ts,)).fetchall()
@@ -86,11 +93,14 @@ def load_state(conn: psycopg.Connection, thread_ts: str) -> IncidentState | None
 
 
 def load_context(conn: psycopg.Connection, thread_ts: str) -> LoadedContext:
-    """loadContext(thread_ts): the rows (one query) with incident_state read beside them."""
-    rows = load_rows(conn, thread_ts)
-    state = load_state(conn, thread_ts)
-    if not conn.autocommit:
-        conn.commit()  # end the read snapshot; waits after this must see later commits
+    """loadContext(thread_ts): the rows (one query) with incident_state read beside them.
+
+    Both statements run in one transaction, which ends here (later waits must see later commits). Read
+    through the views of a blue/green switch, the first statement's lock on its view holds the swap
+    off until the commit, so the rows and the state always come from the same projection."""
+    with conn.transaction():
+        rows = load_rows(conn, thread_ts)
+        state = load_state(conn, thread_ts)
     return LoadedContext(thread_ts, tuple(repair_dangling_tool_calls(rows)), state)
 
 

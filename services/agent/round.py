@@ -23,7 +23,7 @@ from schemas.events import Wake
 from schemas.tokens import count_tokens
 from services.agent import metrics
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
-from services.agent.context import LoadedContext, load_context
+from services.agent.context import LoadedContext, load_context, row_digest
 from services.agent.emitter import EventEmitter
 from services.agent.graph import RoundDeps, build_graph
 from services.agent.mcp_client import McpToolbox, ToolCallError
@@ -63,6 +63,15 @@ def connect(config: AgentConfig) -> psycopg.Connection:
     conn = psycopg.connect(config.database_url, autocommit=True, connect_timeout=10)
     conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(config.schema)))
     return conn
+
+
+def _log_loaded(ctx: LoadedContext) -> None:
+    """What the agent read: its size, and at DEBUG a digest of each row as the model sees it (which
+    projection a row came from shows there, e.g. across a blue/green switch)."""
+    log.info("context loaded", extra=about(ctx.thread_ts, None, rows=len(ctx.rows), tokens=ctx.token_sum))
+    if log.isEnabledFor(logging.DEBUG):
+        digests = {r.id: row_digest(r.value) for r in ctx.rows}
+        log.debug("context rows", extra=about(ctx.thread_ts, None, rows=digests))
 
 
 def already_answered(ctx: LoadedContext, trigger_id: str) -> bool:
@@ -141,6 +150,7 @@ async def run_round(
     conn = await asyncio.to_thread(connect, config)
     try:
         ctx = await asyncio.to_thread(load_context, conn, thread_ts)
+        _log_loaded(ctx)
         if already_answered(ctx, wake.trigger_message_id):
             log.info("wake already answered; skipped", extra=about(thread_ts, wake.trigger_message_id))
             return RoundResult(thread_ts, None, "skipped")
@@ -160,6 +170,7 @@ async def run_round(
                 ),
             )
             ctx = await asyncio.to_thread(load_context, conn, thread_ts)
+            _log_loaded(ctx)
         trigger = Trigger(wake.reason, wake.trigger_message_id, wake.user)
         preamble = render_preamble(ctx, round_, trigger, now)
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from schemas import topics
+from schemas.projections import Writers
 from services.compactor.config import load_config
 from services.compactor.stream_config import (
     DEFAULT_APP_ID,
@@ -23,6 +24,7 @@ from services.compactor.stream_config import (
     StreamConfig,
 )
 from services.runtime.errors import UserFacingError
+from services.runtime.follow_switch import Placement, SwitchFollower, add_follow_switch_argument, reexec
 from services.runtime.kafka import admin_config
 from services.runtime.settings import Settings, state_dir
 
@@ -61,6 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--budget", type=int, default=None, help="token budget for every tool (default: per tool)"
     )
     parser.add_argument("--processing-guarantee", choices=GUARANTEES, default="at_least_once")
+    add_follow_switch_argument(parser, "COMPACTOR_FOLLOW_SWITCH")
+    parser.add_argument(
+        "--base-projection",
+        default=os.environ.get("PROJECTOR_SCHEMA", "public"),
+        help="with --follow-switch: the schema this command line's own topics and app id feed "
+        "(default: PROJECTOR_SCHEMA or public)",
+    )
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
@@ -141,7 +150,54 @@ def check_topics(config: StreamConfig) -> int:
     return source
 
 
+def follow(args: argparse.Namespace, config: StreamConfig) -> tuple[StreamConfig, SwitchFollower, Placement]:
+    """With --follow-switch: the app id, topics and compactor settings of the projection readers see."""
+    import psycopg
+
+    def refuse(writers: Writers) -> str | None:
+        if args.budget is not None:
+            return "this compactor has --budget, which the re-derivation did not"
+        try:
+            versions = load_config(writers.compactor_settings).versions()
+        except UserFacingError as exc:
+            return f"its compactor settings do not load here ({exc})"
+        if versions != writers.compactor_versions:
+            return (
+                f"it was made by compactor versions {writers.compactor_versions} and this code makes "
+                f"{versions} (deploy the image that made it)"
+            )
+        return None
+
+    follower = SwitchFollower(
+        Settings.from_env().database_url, args.follow_switch, args.base_projection, config.events_topic,
+        "compactor", refuse,
+    )  # fmt: skip
+    try:
+        placement = follower.resolve()
+    except psycopg.OperationalError as exc:
+        raise UserFacingError(
+            f"--follow-switch: cannot reach Postgres: {' '.join(str(exc).split())}"
+        ) from None
+    w = placement.writers
+    if w is not None:
+        config = replace(
+            config,
+            app_id=w.compactor_app_id,
+            compacted_topic=w.compacted_topic,
+            dlq_topic=w.dlq_topic,
+            compactors=load_config(w.compactor_settings),
+            # a data dir of its own per projection (faust keeps the app's table state there)
+            worker_name=f"{args.worker_name}.{w.schema}"
+            if args.worker_name
+            else f"{w.compactor_app_id}-{socket.gethostname()}-{os.getpid()}",
+        )
+    return config, follower, placement
+
+
 def run(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
     from services.compactor.stream_metrics import StreamMetrics
     from services.compactor.stream_selector import CountingSelector, load_selector
     from services.compactor.worker import JsonWorker, build_app
@@ -150,6 +206,9 @@ def run(args: argparse.Namespace) -> int:
     # config
     configure_logging("compactor", args.log_level)
     config = config_from_args(args)
+    following = follow(args, config) if args.follow_switch else None
+    if following is not None:
+        config = following[0]
     config = replace(
         config,
         partitions=check_topics(config),
@@ -192,7 +251,11 @@ def run(args: argparse.Namespace) -> int:
 
     warm_up(config.compactors)
 
-    # the loop
+    # the loop (with --follow-switch, a move stops the worker as SIGTERM does, then starts it over)
+    moved, stopped = threading.Event(), threading.Event()
+    if following is not None:
+        _config, follower, placement = following
+        moved = follower.watch(placement, lambda: os.kill(os.getpid(), signal.SIGTERM), stopped)
     worker = JsonWorker(app, log_level=config.log_level)
     try:
         worker.execute_from_commandline()
@@ -200,5 +263,8 @@ def run(args: argparse.Namespace) -> int:
         code = int(exc.code or 0) if isinstance(exc.code, int | None) else 1
     else:
         code = 0
+    stopped.set()
     log.info("compactor stopped", extra=about(None, None, worker=config.worker_name, exit_code=code))
+    if moved.is_set():
+        reexec()
     return code

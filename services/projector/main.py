@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import threading
+from dataclasses import replace
 from types import FrameType
 
 import psycopg
@@ -18,6 +19,7 @@ from services.projector.metrics import Metrics
 from services.projector.projector import Projector
 from services.runtime.checks import check_kafka, check_kafka_access
 from services.runtime.errors import UserFacingError
+from services.runtime.follow_switch import Placement, SwitchFollower, add_follow_switch_argument, reexec
 from services.runtime.logs import about, configure_logging
 from services.runtime.settings import Settings
 
@@ -36,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=int(os.environ.get("PROJECTOR_METRICS_PORT", "0")),
         help="serve Prometheus metrics on this port (0: off)",
     )
+    add_follow_switch_argument(parser, "PROJECTOR_FOLLOW_SWITCH")
     parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
 
 
@@ -53,6 +56,14 @@ def run(args: argparse.Namespace) -> int:
         group=args.group,
         batch_size=args.batch_size,
     )
+    follower, placement = None, None
+    if args.follow_switch:
+        follower = SwitchFollower(settings.database_url, args.follow_switch, config.schema, None, "projector")
+        placement = _resolve(follower)
+        if placement.writers is not None:
+            w = placement.writers
+            config = replace(config, schema=w.schema, topic=w.compacted_topic, dlq_topic=w.dlq_topic,
+                             group=w.projector_group)  # fmt: skip
     check_kafka(config.kafka)
     check_kafka_access(
         config.kafka,
@@ -73,8 +84,23 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    moved = threading.Event()
+    if follower is not None and placement is not None:
+        moved = follower.watch(placement, stop.set, stop)
+    log.info(
+        "projecting", extra=about(None, None, schema=config.schema, topic=config.topic, group=config.group)
+    )
     try:
         Projector(config, metrics).run(stop)
     except psycopg.OperationalError as exc:  # only at start-up: once running, Postgres outages are retried
         raise UserFacingError(f"cannot reach Postgres: {' '.join(str(exc).split())}") from None
+    if moved.is_set():  # the offsets of what it wrote are committed with its rows: start over, moved
+        reexec()
     return 0
+
+
+def _resolve(follower: SwitchFollower) -> Placement:
+    try:
+        return follower.resolve()
+    except psycopg.OperationalError as exc:
+        raise UserFacingError(f"cannot reach Postgres: {' '.join(str(exc).split())}") from None

@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from schemas import topics
+from schemas import projections, topics
 from services.runtime.errors import BadInput
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-DEFAULT_VIEWS_SCHEMA = "live"
+DEFAULT_VIEWS_SCHEMA = projections.DEFAULT_VIEWS_SCHEMA
 # Names a re-derivation may not take: the default projection, the readers' views, Postgres' own.
 RESERVED = frozenset({"public", "previous", "information_schema", DEFAULT_VIEWS_SCHEMA})
 

@@ -26,9 +26,11 @@ from pathlib import Path
 
 import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
-from schemas import topics
+from schemas import projections, topics
 from schemas.migrate import apply_migrations
+from services.compactor.config import SETTINGS_ENV, load_config
 from services.rederive.names import Names
 from services.rederive.progress import (
     Eta,
@@ -43,7 +45,7 @@ from services.runtime.errors import UserFacingError
 from services.runtime.kafka import admin_config
 from services.runtime.kafka_client import KafkaClient
 
-RUN_TABLE = "rederive_run"
+RUN_TABLE = projections.RUN_TABLE  # the run record the writers following a switch read
 SELECTOR_CALLED = '"msg": "selector called"'
 MAX_RESTARTS = 3
 
@@ -222,10 +224,21 @@ def prepare(cfg: RunConfig, conn: psycopg.Connection) -> tuple[bool, int]:
             " events bigint, selector_calls bigint, seconds double precision)"
         ).format(sql.Identifier(n.schema), sql.Identifier(RUN_TABLE))
     )
+    # The compactor settings and versions that make this projection: a compactor following a switch to
+    # it adopts the settings, and moves only if its code makes the same versions (schemas/projections).
+    settings = {k: os.environ[k] for k in SETTINGS_ENV if os.environ.get(k)}
+    versions = load_config(settings).versions()
+    conn.execute(
+        sql.SQL(
+            "ALTER TABLE {}.{} ADD COLUMN IF NOT EXISTS compactor_settings jsonb,"
+            " ADD COLUMN IF NOT EXISTS compactor_versions jsonb"
+        ).format(sql.Identifier(n.schema), sql.Identifier(RUN_TABLE))
+    )
     conn.execute(
         sql.SQL(
             "INSERT INTO {}.{} (name, events_topic, compacted_topic, dlq_topic, app_id, projector_group,"
-            " selections_topic) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING"
+            " selections_topic, compactor_settings, compactor_versions)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING"
         ).format(sql.Identifier(n.schema), sql.Identifier(RUN_TABLE)),
         (
             n.name,
@@ -235,9 +248,27 @@ def prepare(cfg: RunConfig, conn: psycopg.Connection) -> tuple[bool, int]:
             n.app_id,
             n.projector_group,
             cfg.selections_topic,
+            Jsonb(settings),
+            Jsonb(versions),
         ),
     )
+    recorded = conn.execute(  # a record from before these columns gets them now
+        sql.SQL(
+            "UPDATE {}.{} SET compactor_settings = coalesce(compactor_settings, %s),"
+            " compactor_versions = coalesce(compactor_versions, %s) RETURNING compactor_versions"
+        ).format(sql.Identifier(n.schema), sql.Identifier(RUN_TABLE)),
+        (Jsonb(settings), Jsonb(versions)),
+    ).fetchone()
+    if recorded is not None and recorded[0] is not None and recorded[0] != versions:
+        raise UserFacingError(
+            f"{n.name!r} was started with other compactor versions ({_versions(recorded[0])}) than this "
+            f"run's ({_versions(versions)}): resume it with the same settings, or re-derive into a new name"
+        )
     return resumed, partitions
+
+
+def _versions(versions: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))
 
 
 def selector_calls(state: Path) -> int:

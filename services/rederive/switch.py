@@ -18,12 +18,13 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import errors, sql
 
+from schemas import projections
 from schemas.migrate import discover
 from services.runtime.errors import UserFacingError
 
 # What readers read (schemas/read_model.py and the services' own reads), in the order they lock them.
 READ_TABLES = ("agent_messages", "tool_digest_cache", "incident_state", "round_staging", "slack_posts")
-POINTER = "projection_pointer"
+POINTER = projections.POINTER_TABLE
 READER_ROLE = "incident_memory_reader"
 LOCK_WAIT = "200ms"
 _SWITCH_LOCK = 0x5E1EC7  # pg_advisory_xact_lock: one switch at a time
