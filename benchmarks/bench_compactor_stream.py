@@ -27,7 +27,8 @@ from confluent_kafka.admin import AdminClient
 
 from deploy.local.pipeline import Proc, command
 from deploy.local.seed.generators import generate_events, generate_loki, generate_prometheus
-from schemas.events import HumanMessage, ToolResult
+from deploy.local.testdata import raw_tool_result
+from schemas.events import HumanMessage
 from schemas.topics import TopicSpec, ensure_topics
 from services.runtime.kafka import producer_config
 from services.runtime.settings import Settings
@@ -54,16 +55,7 @@ def _events(n: int) -> list[tuple[bytes, bytes]]:
     for i in range(n):
         ts = f"1773458{i % 400:03d}.000100"
         name, raw = _raw(i)
-        event = ToolResult(
-            thread_ts=ts,
-            message_id=f"{ts}:1:tools:{i}",
-            event_time=now,
-            round=1,
-            tool_call_id=f"call_{i}",
-            tool=name,
-            args={},
-            raw=raw,
-        )
+        event = raw_tool_result(ts, i, raw, name, at=now)
         out.append((ts.encode(), event.to_bytes()))
     return out
 

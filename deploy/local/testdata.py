@@ -229,6 +229,22 @@ def repetitive(n: int) -> dict[str, Any]:
     }
 
 
+def raw_tool_result(
+    thread_ts: str,
+    i: int,
+    raw: Any,
+    tool: str = "query_loki",
+    *,
+    at: datetime = T0,
+    alert_context: dict[str, Any] | None = None,
+) -> ToolResult:
+    """Round 1's i-th tool result of a thread, raw (what the compactor consumes)."""
+    return ToolResult(
+        thread_ts=thread_ts, message_id=f"{thread_ts}:1:tools:{i}", event_time=at, round=1,
+        tool_call_id=f"call_{i}", tool=tool, args={}, raw=raw, alert_context=alert_context or {},
+    )  # fmt: skip
+
+
 def raw_thread(thread_ts: str) -> list[EventBase]:
     """The seed-shaped synthetic thread as incident.events carries it: raw ToolResults, not compacted.
 

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from deploy.local.pipeline import Pipeline, Proc, free_port, wait_until
-from deploy.local.testdata import loki, repetitive
+from deploy.local.testdata import loki, raw_tool_result, repetitive
 from schemas.events import CompactedToolResult, DeadLetter, HumanMessage, ToolResult, parse_event
 from schemas.topics import TopicSpec, ensure_topics
 from services.runtime.kafka import producer_config
@@ -190,17 +190,7 @@ def human(thread: str, i: int) -> HumanMessage:
 
 
 def tool(thread: str, i: int, raw: Any, name: str = "query_loki") -> ToolResult:
-    return ToolResult(
-        thread_ts=thread,
-        message_id=f"{thread}:1:tools:{i}",
-        event_time=NOW,
-        round=1,
-        tool_call_id=f"call_{i}",
-        tool=name,
-        args={},
-        raw=raw,
-        alert_context={"service": "checkout-api"},
-    )
+    return raw_tool_result(thread, i, raw, name, at=NOW, alert_context={"service": "checkout-api"})
 
 
 def thread_ts(i: int) -> str:
