@@ -32,7 +32,7 @@ validate-deploy: venv
 	bash deploy/validate.sh
 
 test: lint validate-deploy up
-	$(BIN)/pytest -m "not reliability or fast" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not reliability or fast" --durations=25 $(PYTEST_ARGS)
 
 # No Kafka, no Postgres, under a minute: every test whose fixtures reach `stack` is marked `stack`
 # (tests/conftest.py) and left out here, with the slow and reliability suites.

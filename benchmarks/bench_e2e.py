@@ -11,23 +11,24 @@ they compare with Kafka's.
 
 from __future__ import annotations
 
-import asyncio
 import json
+import multiprocessing
 import os
 import secrets
 import statistics
-import threading
 import time
 import uuid
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from psycopg import sql
 
-from deploy.local.demo import BOT_USER_ID, CHANNEL, sign, slack_envelope, slack_event
+from benchmarks.http_load import load, run_loop, signed_slack_request
+from deploy.local.demo import BOT_USER_ID, CHANNEL, slack_envelope, slack_event
 from deploy.local.pipeline import Names, Pipeline
 from schemas.ids import thread_key
 from services.projector.store import NOTIFY_CHANNEL
@@ -35,22 +36,28 @@ from services.runtime.settings import Settings
 
 LOADS = ((2000, 100.0), (10000, 1000.0))  # (messages, per second), open loop
 THREADS = 50
+CONNECTIONS = 64  # keep-alive connections of the load generator (as the ingest bench)
 
 
-def _listen(
-    dsn: str, schema: str, sent: dict[str, float], seen: dict[str, float], done: threading.Event
-) -> None:
-    """Record, per message id, when the projector's notice for its thread arrived with the row readable."""
+def _listen(dsn: str, schema: str, ready: Event, done: Event, out: Connection) -> None:
+    """In a process of its own, so no thread of the load generator delays a stamp (a thread waiting
+    for the GIL waits up to its 5 ms switch interval): when the projector's notice for a thread
+    arrived, for every row of it then readable. Sends {id: first arrival} back when `done`."""
+    seen: dict[str, float] = {}
+    read_up_to: dict[
+        str, int
+    ] = {}  # per thread, the highest seq already read: a notice reads only newer rows
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
-        query = sql.SQL("SELECT id FROM {}.agent_messages WHERE thread_ts = %s").format(
+        query = sql.SQL("SELECT id, seq FROM {}.agent_messages WHERE thread_ts = %s AND seq > %s").format(
             sql.Identifier(schema)
         )
+        ready.set()
         while not done.is_set():
             # Each notice is stamped when it arrives (the rows are readable then: NOTIFY is sent in their
-            # transaction), not when a wait for more notices ends; its thread's rows are read right after
-            # it (stop_after=1: the generator holds the connection while it runs), so a row committed
-            # later is stamped by its own, later notice.
+            # transaction), not when a wait for more notices ends; its thread's new rows are read right
+            # after it (stop_after=1: the generator holds the connection while it runs), so a row
+            # committed later is stamped by its own, later notice.
             arrived: dict[str, float] = {}
             for n in conn.notifies(timeout=0.2, stop_after=1):
                 at = time.time()
@@ -61,49 +68,35 @@ def _listen(
                 if payload.get("schema", schema) == schema and payload.get("thread_ts"):
                     arrived.setdefault(str(payload["thread_ts"]), at)
             for ts, at in arrived.items():
-                for (mid,) in conn.execute(query, (ts,)).fetchall():
-                    if mid in sent and mid not in seen:
-                        seen[mid] = at
+                for mid, seq in conn.execute(query, (ts, read_up_to.get(ts, 0))).fetchall():
+                    seen.setdefault(mid, at)
+                    read_up_to[ts] = max(read_up_to.get(ts, 0), seq)
+    out.send(seen)
+    out.close()
 
 
-async def _send(
-    base: str, secret: str, run_id: str, sent: dict[str, float], n: int, rate: float, refused: dict[str, int]
-) -> float:
-    start_t = time.perf_counter()
+def _requests(secret: str, run_id: str, n: int) -> tuple[list[str], list[bytes]]:
+    """Every message's (channel, ts) key and its signed request, built before the clock starts."""
     threads = [f"17734{i:05d}.000100" for i in range(THREADS)]
-    # No pool limit (a request never queues inside the client, where httpcore's queue costs O(n) per
-    # event and a stalled pool hung a run), 64 kept alive; every wait bounded, so a stall is an error.
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-    async with httpx.AsyncClient(base_url=base, timeout=httpx.Timeout(10), limits=limits) as client:
+    keys, requests = [], []
+    for i in range(n):
+        thread_ts = threads[i % THREADS]
+        ts = f"{1773460000 + i}.{i % 1000000:06d}"
+        event = slack_event("message", thread_ts, ts, "U0BENCH", f"bench {i}")
+        body = json.dumps(slack_envelope(event, f"Ev{run_id}{i:06d}")).encode()
+        keys.append(f"{thread_key(CHANNEL, thread_ts)}:-:human:{ts}")
+        requests.append(signed_slack_request(secret, body))
+    return keys, requests
 
-        async def one(i: int) -> None:
-            await asyncio.sleep(max(0.0, start_t + i / rate - time.perf_counter()))
-            thread_ts = threads[i % THREADS]
-            ts = f"{1773460000 + i}.{i % 1000000:06d}"
-            body = json.dumps(
-                slack_envelope(
-                    slack_event("message", thread_ts, ts, "U0BENCH", f"bench {i}"), f"Ev{run_id}{i:06d}"
-                )
-            ).encode()
-            now = int(time.time())
-            headers = {
-                "Content-Type": "application/json",
-                "X-Slack-Request-Timestamp": str(now),
-                "X-Slack-Signature": sign(secret, body, now),
-            }
-            key = f"{thread_key(CHANNEL, thread_ts)}:-:human:{ts}"  # (channel, ts) key
-            sent[key] = time.time()
-            try:
-                resp = await client.post("/slack/events", content=body, headers=headers)
-                failure = None if resp.status_code == 200 else f"HTTP {resp.status_code}"
-            except httpx.HTTPError as exc:  # overload: counted, never timed as if it had landed
-                failure = type(exc).__name__
-            if failure is not None:
-                del sent[key]
-                refused[failure] = refused.get(failure, 0) + 1
 
-        await asyncio.gather(*(one(i) for i in range(n)))
-    return time.perf_counter() - start_t
+def _refusal(status: int) -> str | None:
+    return None if status == 200 else "no answer in 10 s" if status < 0 else f"HTTP {status}"
+
+
+def _rows(pipe: Pipeline) -> int:
+    with pipe.connect() as conn:
+        row = conn.execute("SELECT count(*) FROM agent_messages").fetchone()
+    return int(row[0]) if row else 0
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -133,23 +126,44 @@ def _phase(settings: Settings, messages: int, rate: float) -> dict[str, Any]:
     sent: dict[str, float] = {}
     seen: dict[str, float] = {}
     refused: dict[str, int] = {}
-    done = threading.Event()
-    listener = threading.Thread(target=_listen, args=(settings.database_url, names.schema, sent, seen, done))
+    spawn = multiprocessing.get_context("spawn")
+    ready, done = spawn.Event(), spawn.Event()
+    receive, send_back = spawn.Pipe(duplex=False)
+    listener = spawn.Process(
+        target=_listen, args=(settings.database_url, names.schema, ready, done, send_back)
+    )
     try:
         ingest = pipe.ingest(schema=False)
         pipe.compactor()
         pipe.projector()
-        base = f"http://127.0.0.1:{ingest.port}"
         pipe.wait_ready(timeout=60)
         listener.start()
+        if not ready.wait(30):
+            raise RuntimeError("the notice listener did not start")
         time.sleep(0.3)  # let LISTEN take effect before the first commit
-        send_s = asyncio.run(_send(base, secret, run_id.upper(), sent, messages, rate, refused))
-        pipe.wait_until(lambda: len(seen) >= len(sent), 60, "all rows visible")
+        assert ingest.port is not None
+        keys, requests = _requests(secret, run_id.upper(), messages)
+        outcome = run_loop(load(ingest.port, requests, rate, CONNECTIONS))
+        send_s = outcome.elapsed
+        for key, status, at in zip(keys, outcome.statuses, outcome.sent_at, strict=True):
+            why = _refusal(status)
+            if why is None:
+                sent[key] = at
+            else:  # overload: counted, never timed as if it had landed
+                refused[why] = refused.get(why, 0) + 1
+        pipe.wait_until(lambda: _rows(pipe) >= len(sent), 60, "all rows visible")
+        time.sleep(0.5)  # the last notices reach the listener
     finally:
-        done.set()
-        if listener.is_alive():
-            listener.join(timeout=5)
-        pipe.stop_all()
+        try:
+            done.set()
+            if receive.poll(15):
+                seen = {m: at for m, at in receive.recv().items() if m in sent}
+            if listener.pid is not None:
+                listener.join(timeout=5)
+                if listener.is_alive():
+                    listener.kill()
+        finally:
+            pipe.stop_all()
     produced = _record_times(settings.kafka_bootstrap_servers, names.topics["events"], set(sent))
     compacted = _record_times(settings.kafka_bootstrap_servers, names.topics["compacted"], set(sent))
     lat = [(seen[m] - sent[m]) * 1000 for m in sent if m in seen]
@@ -158,6 +172,17 @@ def _phase(settings: Settings, messages: int, rate: float) -> dict[str, Any]:
         "compactor_ms": [compacted[m] - produced[m] for m in sent if m in compacted and m in produced],
         "projector_ms": [seen[m] * 1000 - compacted[m] for m in sent if m in seen and m in compacted],
     }
+    t0 = min(sent.values())
+    # The ten slowest, with when they were sent and their hops: where a stall was, for whoever reads
+    # benchmarks/results.json (the table shows percentiles only).
+    slowest = sorted(
+        (
+            [round(sent[m] - t0, 2), round((seen[m] - sent[m]) * 1000, 1), round(produced[m] - sent[m] * 1000, 1),
+             round(compacted[m] - produced[m], 1), round(seen[m] * 1000 - compacted[m], 1)]
+            for m in sent if m in seen and m in produced and m in compacted
+        ),
+        key=lambda row: -row[1],
+    )[:10]  # fmt: skip
     last = max(seen.values()) - min(sent.values())
     ordered = sorted(sent, key=sent.__getitem__)
     first_second = [m for m in ordered if sent[m] - sent[ordered[0]] < 1.0]
@@ -176,6 +201,7 @@ def _phase(settings: Settings, messages: int, rate: float) -> dict[str, Any]:
         "hops_p50_ms": {k: round(statistics.median(v), 1) for k, v in hops.items() if v},
         "hops_p99_ms": {k: round(_pct(v, 0.99), 1) for k, v in hops.items() if v},
         "load_average_1m": round(os.getloadavg()[0], 2),
+        "slowest_sent_s_total_ingest_compactor_projector_ms": slowest,
     }
 
 
@@ -224,7 +250,9 @@ def run(settings: Settings) -> dict[str, Any]:
         "milliseconds): ingest = request sent -> ingest's produce; compactor = ingest's produce -> the "
         "compactor's; projector = the compactor's produce -> notice. The load generator shares the 2 cores. "
         "Latencies are of the accepted messages; a refused one (ingest's 503 at its concurrency limit, or a "
-        "connection not accepted within 10 s) is counted, never timed.\n\n"
+        "request not answered within 10 s) is counted, never timed. The load generator is the ingest bench's "
+        "(benchmarks/http_load.py: requests built and signed before the clock starts, 64 keep-alive "
+        "connections); the notices are stamped in a process of its own.\n\n"
         "| load | accepted (refused) | p50 ms | p99 ms | max ms | max in the first second | rows visible/s "
         "| ingest p50/p99 | compactor p50/p99 | projector p50/p99 | load avg 1m |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"

@@ -10,7 +10,6 @@ by the broker", so afterwards every event of every acked request must be on the 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib.util
 import json
@@ -25,10 +24,10 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from benchmarks.http_load import Outcome, load, run_loop, signed_slack_request
 from deploy.local.pipeline import Pipeline
 from schemas.ids import thread_key
 from schemas.topics import TOPICS, ensure_topics
-from services.ingest.slack_signature import sign
 from services.runtime.settings import Settings
 
 SECRET = "bench-signing-secret"
@@ -61,10 +60,10 @@ def run(
             server = pipe.ingest(schema=False, extra=["--log-level", "WARNING"]).wait_ready(30)
             assert server.port is not None
             planned = _plan(int(duration_s * rate))
-            outcome = _run_loop(_load(server.port, planned, rate, connections))
+            outcome = run_loop(load(server.port, [p.request for p in planned], rate, connections))
         finally:
             pipe.stop_all(30)
-    acked = [p for p, status in zip(planned, outcome["statuses"], strict=True) if status == 200]
+    acked = [p for p, status in zip(planned, outcome.statuses, strict=True) if status == 200]
     found = _message_ids(settings.kafka_bootstrap_servers, [names["events"], names["wake"]])
     expected = {mid for p in acked for _, mid in p.expected}
     lost = len(expected - found)
@@ -75,15 +74,6 @@ def run(
         "markdown": _markdown(figures),
         **figures,
     }
-
-
-def _run_loop(main: Any) -> Any:
-    """uvloop when installed (the generator must not be the bottleneck), asyncio otherwise."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    return uvloop.run(main)
 
 
 def _plan(n: int) -> list[Planned]:
@@ -115,70 +105,17 @@ def _plan(n: int) -> list[Planned]:
                 "event_time": base + i // 1000,
             }
         ).encode()
-        stamp = str(int(time.time()))
-        head = (
-            "POST /slack/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nX-Slack-Request-Timestamp: {stamp}\r\n"
-            f"X-Slack-Signature: {sign(SECRET, stamp, body)}\r\n\r\n"
-        ).encode()
+        request = signed_slack_request(SECRET, body)
         key = thread_key("C0BENCH", thread)  # a thread is its channel and its ts
         expected = [("events", f"{key}:-:human:{ts}")]
         if mention:
             expected.append(("wake", f"{key}:-:wake:{ts}"))
-        out.append(Planned(head + body, tuple(expected)))
+        out.append(Planned(request, tuple(expected)))
     return out
 
 
-async def _load(port: int, planned: list[Planned], rate: float, connections: int) -> dict[str, Any]:
-    queue: asyncio.Queue[tuple[int, float] | None] = asyncio.Queue()
-    statuses = [0] * len(planned)
-    ack: list[float] = []  # send -> response
-    due: list[float] = []  # scheduled time -> response (includes waiting for a free connection)
-    started = time.perf_counter()
-
-    async def connection() -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        while (item := await queue.get()) is not None:
-            i, scheduled = item
-            sent = time.perf_counter()
-            try:
-                writer.write(planned[i].request)
-                statuses[i] = await _read_status(reader)
-            except (OSError, asyncio.IncompleteReadError, ValueError):
-                statuses[i] = -1
-                writer.close()
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            done = time.perf_counter()
-            ack.append(done - sent)
-            due.append(done - scheduled)
-        writer.close()
-
-    workers = [asyncio.create_task(connection()) for _ in range(connections)]
-    for i in range(len(planned)):
-        scheduled = started + i / rate
-        delay = scheduled - time.perf_counter()
-        if delay > 0.0005:
-            await asyncio.sleep(delay)
-        queue.put_nowait((i, scheduled))
-    for _ in workers:
-        queue.put_nowait(None)
-    await asyncio.gather(*workers)
-    return {"statuses": statuses, "ack": ack, "due": due, "elapsed": time.perf_counter() - started}
-
-
-async def _read_status(reader: asyncio.StreamReader) -> int:
-    status = int((await reader.readline()).split(b" ", 2)[1])
-    length = 0
-    while (line := await reader.readline()) not in (b"\r\n", b""):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    await reader.readexactly(length)
-    return status
-
-
 def _figures(
-    outcome: dict[str, Any],
+    outcome: Outcome,
     sent: int,
     acked: int,
     lost: int,
@@ -191,7 +128,7 @@ def _figures(
         ordered = sorted(values)
         return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else 0.0
 
-    statuses = outcome["statuses"]
+    statuses = outcome.statuses
     return {
         "target_rps": rate,
         "duration_s": duration_s,
@@ -199,12 +136,12 @@ def _figures(
         "requests": sent,
         "acked_200": acked,
         "non_200": sum(1 for s in statuses if s != 200),
-        "achieved_rps": round(sent / outcome["elapsed"], 1),
-        "acked_rps": round(acked / outcome["elapsed"], 1),
-        "ack_p50_ms": pct(outcome["ack"], 0.50),
-        "ack_p99_ms": pct(outcome["ack"], 0.99),
-        "ack_max_ms": pct(outcome["ack"], 1.0),
-        "scheduled_p99_ms": pct(outcome["due"], 0.99),
+        "achieved_rps": round(sent / outcome.elapsed, 1),
+        "acked_rps": round(acked / outcome.elapsed, 1),
+        "ack_p50_ms": pct(outcome.ack, 0.50),
+        "ack_p99_ms": pct(outcome.ack, 0.99),
+        "ack_max_ms": pct(outcome.ack, 1.0),
+        "scheduled_p99_ms": pct(outcome.due, 0.99),
         "events_expected": events,
         "events_lost": lost,
         "cores": os.cpu_count(),

@@ -137,7 +137,7 @@ TOPOLOGY: dict[str, Service] = {
     s.name: s
     for s in (
         Service("ingest", "ingest", None, "--port", 8080),
-        Service("compactor", "compactor", "partitions assigned", "--metrics-port", 9101),
+        Service("compactor", "compactor", "streams resumed", "--metrics-port", 9101),
         Service("projector", "projector", "assigned", "--metrics-port", 9102),
         Service("agent", "agent", "agent starting", "--metrics-port", 9103),
         Service("slack", "slack", "slack poster ready", "--metrics-port", 9104),

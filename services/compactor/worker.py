@@ -176,7 +176,13 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
             extra=about(None, None, topic=config.events_topic, partitions=mine, worker=config.worker_name),
         )
 
-    _ = compact, on_assigned, update_lag, heartbeat, warm_connections
+    @app.on_rebalance_complete.connect  # type: ignore[arg-type]
+    async def on_recovered(sender: Any, **kwargs: Any) -> None:
+        """After an assignment faust recovers the selection table, then resumes the source partitions:
+        only now do records flow (the local harness waits for this line, not for the assignment)."""
+        log.info("streams resumed", extra=about(None, None, worker=config.worker_name))
+
+    _ = compact, on_assigned, on_recovered, update_lag, heartbeat, warm_connections
     return app
 
 

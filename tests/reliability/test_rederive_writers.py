@@ -60,7 +60,7 @@ def _count(dsn: str, schema: str) -> int:
 def _moved(proc: Proc, schema: str, starts: int) -> bool:
     """`proc` said it moves to `schema`, and its re-executed self is ready (its ready line again)."""
     text = proc.text()
-    ready = "partitions assigned" if proc.name.startswith("compactor") else "assigned"
+    ready = "streams resumed" if proc.name.startswith("compactor") else "assigned"
     return f"moves to {schema!r}" in text and text.count(ready) > starts
 
 
@@ -96,7 +96,7 @@ def test_the_live_writers_follow_the_switch_and_back_losing_and_doubling_nothing
             produce_events(pipe.bootstrap, topics["events"], late)  # NAME lags by these
             pipe.wait_rows(expected_ids(soak + late), 120)
 
-            starts = (compactor.text().count("partitions assigned"), projector.text().count("assigned"))
+            starts = (compactor.text().count("streams resumed"), projector.text().count("assigned"))
             switched = cli("rederive", "--switch", name, "--views", views)
             assert switched.returncode == 0, switched.stderr
             wait_until(lambda: _moved(compactor, name, starts[0]), 120, "the compactor moved to NAME")
@@ -114,7 +114,7 @@ def test_the_live_writers_follow_the_switch_and_back_losing_and_doubling_nothing
             assert loki_after and all(c is not None and NEW_FORMAT in c for c in loki_after), loki_after[:1]
             assert not expected_ids(after) & set(_rows(pipe.dsn, base)), "the old writers must have stopped"
 
-            starts = (compactor.text().count("partitions assigned"), projector.text().count("assigned"))
+            starts = (compactor.text().count("streams resumed"), projector.text().count("assigned"))
             returned = cli("rederive", "--switch", "previous", "--views", views)
             assert returned.returncode == 0, returned.stderr
             wait_until(lambda: _moved(compactor, base, starts[0]), 120, "the compactor moved back")
