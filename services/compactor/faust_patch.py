@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, ClassVar
 
@@ -31,6 +32,23 @@ if faust.__version__ != FAUST_VERSION:
     )
 
 log = logging.getLogger("incident_memory.compactor")
+
+
+# How long the broker may hold a fetch that finds no new record. faust 0.15.3 hard-codes 1,500 ms, and
+# aiokafka leaves out of a fetch every partition whose records are still buffered: a record arriving
+# on such a partition waits for the in-flight fetch to end, so up to 1.5 s (the end-to-end bench's
+# stalls: the compactor's event loop idle in py-spy while its fetch was held). An idle worker then
+# sends a fetch every FETCH_MAX_WAIT_MS; the CPU it costs is in BENCHMARKS.md.
+FETCH_MAX_WAIT_MS = int(os.environ.get("COMPACTOR_FETCH_MAX_WAIT_MS", "20"))
+
+
+class LowLatencyConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    """faust's consumer thread, its aiokafka consumer holding a fetch at most FETCH_MAX_WAIT_MS."""
+
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read by start(), which builds the fetcher
+        return consumer
 
 
 class NoLossConsumer(faust_aiokafka.Consumer):
@@ -66,6 +84,9 @@ class NoLossConsumer(faust_aiokafka.Consumer):
        record after a seek is checked, so a real gap (transaction markers) is never re-read
        twice.
     """
+
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return LowLatencyConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
