@@ -36,7 +36,8 @@ class Writers:
     compactor_versions: dict[str, str] = field(default_factory=dict)
 
 
-def _exists(conn: psycopg.Connection, schema: str, table: str) -> bool:
+def table_exists(conn: psycopg.Connection, schema: str, table: str) -> bool:
+    """Whether `schema.table` exists (a table or a view)."""
     found = conn.execute("SELECT to_regclass(%s)", (str(sql.Identifier(schema, table).as_string(conn)),))
     row = found.fetchone()
     return row is not None and row[0] is not None
@@ -44,7 +45,7 @@ def _exists(conn: psycopg.Connection, schema: str, table: str) -> bool:
 
 def active_projection(conn: psycopg.Connection, views: str) -> str | None:
     """The schema behind the views of `views`, or None before the first switch."""
-    if not _exists(conn, views, POINTER_TABLE):
+    if not table_exists(conn, views, POINTER_TABLE):
         return None
     row = conn.execute(
         sql.SQL("SELECT active FROM {}").format(sql.Identifier(views, POINTER_TABLE))
@@ -54,7 +55,7 @@ def active_projection(conn: psycopg.Connection, views: str) -> str | None:
 
 def rederived_writers(conn: psycopg.Connection, schema: str) -> Writers | None:
     """The writers named by `schema`'s run record, or None for a schema no re-derivation made."""
-    if not _exists(conn, schema, RUN_TABLE):
+    if not table_exists(conn, schema, RUN_TABLE):
         return None
     row = conn.execute(
         sql.SQL(

@@ -152,7 +152,6 @@ def check_topics(config: StreamConfig) -> int:
 
 def follow(args: argparse.Namespace, config: StreamConfig) -> tuple[StreamConfig, SwitchFollower, Placement]:
     """With --follow-switch: the app id, topics and compactor settings of the projection readers see."""
-    import psycopg
 
     def refuse(writers: Writers) -> str | None:
         if args.budget is not None:
@@ -172,12 +171,7 @@ def follow(args: argparse.Namespace, config: StreamConfig) -> tuple[StreamConfig
         Settings.from_env().database_url, args.follow_switch, args.base_projection, config.events_topic,
         "compactor", refuse,
     )  # fmt: skip
-    try:
-        placement = follower.resolve()
-    except psycopg.OperationalError as exc:
-        raise UserFacingError(
-            f"--follow-switch: cannot reach Postgres: {' '.join(str(exc).split())}"
-        ) from None
+    placement = follower.start()
     w = placement.writers
     if w is not None:
         config = replace(

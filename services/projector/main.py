@@ -19,7 +19,7 @@ from services.projector.metrics import Metrics
 from services.projector.projector import Projector
 from services.runtime.checks import check_kafka, check_kafka_access
 from services.runtime.errors import UserFacingError
-from services.runtime.follow_switch import Placement, SwitchFollower, add_follow_switch_argument, reexec
+from services.runtime.follow_switch import SwitchFollower, add_follow_switch_argument, reexec
 from services.runtime.logs import about, configure_logging
 from services.runtime.settings import Settings
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     follower, placement = None, None
     if args.follow_switch:
         follower = SwitchFollower(settings.database_url, args.follow_switch, config.schema, None, "projector")
-        placement = _resolve(follower)
+        placement = follower.start()
         if placement.writers is not None:
             w = placement.writers
             config = replace(config, schema=w.schema, topic=w.compacted_topic, dlq_topic=w.dlq_topic,
@@ -97,10 +97,3 @@ def run(args: argparse.Namespace) -> int:
     if moved.is_set():  # the offsets of what it wrote are committed with its rows: start over, moved
         reexec()
     return 0
-
-
-def _resolve(follower: SwitchFollower) -> Placement:
-    try:
-        return follower.resolve()
-    except psycopg.OperationalError as exc:
-        raise UserFacingError(f"cannot reach Postgres: {' '.join(str(exc).split())}") from None

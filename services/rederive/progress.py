@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg import sql
 
+from schemas import projections
 from services.runtime.kafka import consumer_config
 from services.runtime.kafka_client import KafkaClient
 
@@ -59,8 +60,7 @@ def committed(
 
 def projected(conn: psycopg.Connection, schema: str, group: str, topic: str) -> Offsets:
     """The projector's stored next offsets in `schema` (empty if the table is not there yet)."""
-    exists = conn.execute("SELECT to_regclass(%s)", (f"{schema}.projector_offsets",)).fetchone()
-    if exists is None or exists[0] is None:
+    if not projections.table_exists(conn, schema, "projector_offsets"):
         return {}
     query = sql.SQL(
         "SELECT partition, next_offset FROM {}.projector_offsets WHERE consumer_group = %s AND topic = %s"

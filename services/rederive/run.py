@@ -436,8 +436,7 @@ def _follow(cfg: RunConfig, conn: psycopg.Connection, children: Children, say: C
 
 def run_record(conn: psycopg.Connection, schema: str) -> dict[str, object] | None:
     """The re-derivation record in `schema`, or None for a schema no rederive made."""
-    found = conn.execute("SELECT to_regclass(%s)", (f"{schema}.{RUN_TABLE}",)).fetchone()
-    if found is None or found[0] is None:
+    if not projections.table_exists(conn, schema, RUN_TABLE):
         return None
     cur = conn.execute(
         sql.SQL("SELECT * FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(RUN_TABLE))

@@ -42,8 +42,7 @@ def schema_exists(conn: psycopg.Connection, schema: str) -> bool:
 
 def read_pointer(conn: psycopg.Connection, views: str) -> Pointer | None:
     """The active and previous projections behind `views`, or None before the first switch."""
-    found = conn.execute("SELECT to_regclass(%s)", (f"{views}.{POINTER}",)).fetchone()
-    if found is None or found[0] is None:
+    if not projections.table_exists(conn, views, POINTER):
         return None
     row = conn.execute(
         sql.SQL("SELECT active, previous FROM {}.{}").format(sql.Identifier(views), sql.Identifier(POINTER))
@@ -56,8 +55,7 @@ def check_projection(conn: psycopg.Connection, schema: str) -> None:
     if not schema_exists(conn, schema):
         raise UserFacingError(f"schema {schema!r} does not exist")
     for table in READ_TABLES:
-        found = conn.execute("SELECT to_regclass(%s)", (f"{schema}.{table}",)).fetchone()
-        if found is None or found[0] is None:
+        if not projections.table_exists(conn, schema, table):
             raise UserFacingError(f"schema {schema!r} is not a projection: it has no table {table}")
     applied = {
         v

@@ -24,6 +24,7 @@ from typing import NoReturn
 import psycopg
 
 from schemas.projections import Writers, active_projection, rederived_writers
+from services.runtime.errors import UserFacingError
 from services.runtime.logs import about
 
 log = logging.getLogger("incident_memory.follow_switch")
@@ -80,9 +81,22 @@ class SwitchFollower:
         if reason is not None:
             placement = Placement(active, None, f"readers see {active!r}, but {reason}: writing the base "
                                   f"{self.base_schema!r}")  # fmt: skip
+        return placement
+
+    def start(self) -> Placement:
+        """Where to write at start-up (its note, if any, logged); a one-line error without Postgres."""
+        try:
+            placement = self.resolve()
+        except psycopg.OperationalError as exc:
+            raise UserFacingError(
+                f"--follow-switch: cannot reach Postgres: {' '.join(str(exc).split())}"
+            ) from None
+        self._warn(placement)
+        return placement
+
+    def _warn(self, placement: Placement) -> None:
         if placement.note:
             log.warning(placement.note, extra=about(None, None, views=self.views))
-        return placement
 
     def watch(
         self, serving: Placement, on_move: Callable[[], None], stop: threading.Event
@@ -92,7 +106,7 @@ class SwitchFollower:
         moved = threading.Event()
 
         def loop() -> None:
-            failing = False
+            failing, note = False, serving.note
             while not stop.wait(POLL_SECONDS):
                 try:
                     now = self.resolve()
@@ -105,6 +119,9 @@ class SwitchFollower:
                     failing = True
                     continue
                 failing = False
+                if now.note != note:  # a new reason to stay on the base: said once, not every poll
+                    note = now.note
+                    self._warn(now)
                 if now.writers != serving.writers:
                     target = now.writers.schema if now.writers else self.base_schema
                     log.info(
