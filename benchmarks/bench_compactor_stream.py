@@ -25,7 +25,8 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from deploy.local.pipeline import Proc, command
+from benchmarks.proc_cpu import cpu_seconds
+from deploy.local.pipeline import Proc, command, delete_topics
 from deploy.local.seed.generators import generate_events, generate_loki, generate_prometheus
 from deploy.local.testdata import raw_tool_result
 from schemas.events import HumanMessage
@@ -162,12 +163,6 @@ def _output_rate(
     return max(len(stamps), written), len(distinct), rate, span_s
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU the process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def settled_split(desc: Any, topic: str, k: int) -> bool:
     """The group has settled with k members that share `topic`'s partitions: state STABLE, every
     member holding at least one partition, each partition held once.
@@ -233,9 +228,9 @@ def _run_workers(bootstrap: str, names: dict[str, str], k: int, tmp: str, record
             topics["compacted"],
             len(records),
             timeout=240,
-            on_first=lambda: cpu_at_first.append(sum(_cpu_seconds(p.pid) for p in procs)),
+            on_first=lambda: cpu_at_first.append(sum(cpu_seconds(p.pid) for p in procs)),
         )
-        cpu_end = sum(_cpu_seconds(p.pid) for p in procs)
+        cpu_end = sum(cpu_seconds(p.pid) for p in procs)
     finally:
         for proc in procs:
             proc.terminate()
@@ -280,10 +275,7 @@ def run(settings: Settings) -> dict[str, Any]:
                     {f"fwd:{k}": v for k, v in forwarding.items() if k not in names or v != names[k]}
                 )
     finally:
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        for future in admin.delete_topics(list(names.values()), operation_timeout=10).values():
-            with contextlib.suppress(Exception):
-                future.result(timeout=15)
+        delete_topics(bootstrap, names.values())
 
     ok = one.distinct == N and one.rate >= TARGET
     bound = (

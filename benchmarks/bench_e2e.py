@@ -28,6 +28,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from psycopg import sql
 
 from benchmarks.http_load import load, run_loop, signed_slack_request
+from benchmarks.proc_cpu import cores_between, pids_named, snapshot
+from deploy.local import kafka_node
 from deploy.local.demo import BOT_USER_ID, CHANNEL, slack_envelope, slack_event
 from deploy.local.pipeline import Names, Pipeline
 from schemas.ids import thread_key
@@ -139,8 +141,8 @@ def _phase(settings: Settings, messages: int, rate: float) -> dict[str, Any]:
     )
     try:
         ingest = pipe.ingest(schema=False)
-        pipe.compactor()
-        pipe.projector()
+        compactor = pipe.compactor()
+        projector = pipe.projector()
         pipe.wait_ready(timeout=60)
         listener.start()
         if not ready.wait(30):
@@ -151,6 +153,10 @@ def _phase(settings: Settings, messages: int, rate: float) -> dict[str, Any]:
         run_loop(load(ingest.port, warm, 100.0, CONNECTIONS))
         pipe.wait_until(lambda: _rows(pipe) >= WARM_UP, 60, "the warm-up visible")
         keys, requests = _requests(secret, run_id.upper(), messages)
+        groups = _cpu_groups(settings, {"ingest": ingest.pid, "compactor": compactor.pid,
+                                        "projector": projector.pid, "listener": listener.pid or 0})  # fmt: skip
+        cpu_before = snapshot(groups)
+        load_started = time.time()
         outcome = run_loop(load(ingest.port, requests, rate, CONNECTIONS))
         send_s = outcome.elapsed
         for key, status, at in zip(keys, outcome.statuses, outcome.sent_at, strict=True):
@@ -160,6 +166,8 @@ def _phase(settings: Settings, messages: int, rate: float) -> dict[str, Any]:
             else:  # overload: counted, never timed as if it had landed
                 refused[why] = refused.get(why, 0) + 1
         pipe.wait_until(lambda: _rows(pipe) >= WARM_UP + len(sent), 60, "all rows visible")
+        load_ended = time.time()
+        cores = cores_between(cpu_before, snapshot(groups), load_ended - load_started)
         time.sleep(0.5)  # the last notices reach the listener
     finally:
         try:
@@ -172,8 +180,12 @@ def _phase(settings: Settings, messages: int, rate: float) -> dict[str, Any]:
                     listener.kill()
         finally:
             pipe.stop_all()
-    produced = _record_times(settings.kafka_bootstrap_servers, names.topics["events"], set(sent))
-    compacted = _record_times(settings.kafka_bootstrap_servers, names.topics["compacted"], set(sent))
+    try:
+        produced = _record_times(settings.kafka_bootstrap_servers, names.topics["events"], set(sent))
+        compacted = _record_times(settings.kafka_bootstrap_servers, names.topics["compacted"], set(sent))
+    finally:
+        pipe.deprovision()
+    pauses = _broker_gc_pauses(settings, load_started, load_ended)
     lat = [(seen[m] - sent[m]) * 1000 for m in sent if m in seen]
     hops = {
         "ingest_ms": [produced[m] - sent[m] * 1000 for m in sent if m in produced],
@@ -209,8 +221,43 @@ def _phase(settings: Settings, messages: int, rate: float) -> dict[str, Any]:
         "hops_p50_ms": {k: round(statistics.median(v), 1) for k, v in hops.items() if v},
         "hops_p99_ms": {k: round(_pct(v, 0.99), 1) for k, v in hops.items() if v},
         "load_average_1m": round(os.getloadavg()[0], 2),
+        "broker_gc_pauses_ms": pauses,
+        "cores_during_load": cores,
+        "first_sent_unix_s": round(t0, 3),  # the slowest rows' send times are after it
         "slowest_sent_s_total_ingest_compactor_projector_ms": slowest,
     }
+
+
+def _broker_gc_pauses(settings: Settings, since: float, until: float) -> list[float] | None:
+    """The local broker's GC pauses (ms) during the load, from its GC log; None for another broker."""
+    log = kafka_node.paths().gc_log
+    if settings.kafka_bootstrap_servers != kafka_node.bootstrap() or not log.is_file():
+        return None
+    return kafka_node.gc_pauses(log.read_text(errors="replace"), since, until)
+
+
+def _cpu_groups(settings: Settings, services: dict[str, int]) -> dict[str, list[int]]:
+    """Whose CPU to count during a load: our services, this process (the load generator), and the
+    local stack's broker and PostgreSQL (not another machine's)."""
+    groups = {name: [pid] for name, pid in services.items() if pid}
+    groups["load generator"] = [os.getpid()]
+    if settings.kafka_bootstrap_servers == kafka_node.bootstrap():
+        broker = kafka_node.running_pid(kafka_node.paths())
+        groups["broker"] = [broker] if broker else []
+        groups["postgres"] = pids_named("postgres")
+    return groups
+
+
+def _cores_cell(cores: dict[str, float]) -> str:
+    return ", ".join(f"{name} {used:.2f}" for name, used in sorted(cores.items(), key=lambda kv: -kv[1])) + (
+        f"; total {sum(cores.values()):.2f} of {os.cpu_count()}"
+    )
+
+
+def _pauses_cell(pauses: list[float] | None) -> str:
+    if pauses is None:
+        return "n/a"
+    return f"{len(pauses)}, max {max(pauses):.1f}" if pauses else "0"
 
 
 def _record_times(bootstrap: str, topic: str, wanted: set[str]) -> dict[str, float]:
@@ -247,7 +294,8 @@ def run(settings: Settings) -> dict[str, Any]:
             f"| {phase['p50_ms']} | {phase['p99_ms']} | {phase['max_ms']} | {phase['first_second_max_ms']} "
             f"| {phase['throughput_visible_per_s']} "
             f"| {p50.get('ingest_ms')} / {p99.get('ingest_ms')} | {p50.get('compactor_ms')} / {p99.get('compactor_ms')} "
-            f"| {p50.get('projector_ms')} / {p99.get('projector_ms')} | {phase['load_average_1m']} |"
+            f"| {p50.get('projector_ms')} / {p99.get('projector_ms')} | {_pauses_cell(phase['broker_gc_pauses_ms'])} "
+            f"| {phase['load_average_1m']} |"
         )
     md = (
         "## End to end: Slack message at ingest -> row visible in Postgres\n\n"
@@ -264,8 +312,20 @@ def run(settings: Settings) -> dict[str, Any]:
         "100/s pass through the same services and topics, untimed (see WARM_UP in benchmarks/bench_e2e.py: a "
         "fresh topic's first seconds).\n\n"
         "| load | accepted (refused) | p50 ms | p99 ms | max ms | max in the first second | rows visible/s "
-        "| ingest p50/p99 | compactor p50/p99 | projector p50/p99 | load avg 1m |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        "| ingest p50/p99 | compactor p50/p99 | projector p50/p99 | broker GC pauses (n, max ms) | load avg 1m |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        "Where the cores went during each timed load (CPU seconds of each process over the load's wall "
+        "seconds, from /proc; the broker and PostgreSQL only on the local stack):\n\n"
+        "| load | cores used |\n|---|---|\n"
+        + "".join(
+            f"| {p['target_rate_per_s']:.0f}/s | {_cores_cell(p['cores_during_load'])} |\n"
+            for p in phases.values()
+        )
+        + "\n"
+        "Broker GC pauses: the local broker's G1 pauses that ended during the timed load, from its GC log "
+        "(deploy/local/kafka_node.py, `-Xlog:gc` as kafka-server-start.sh's `-loggc`). Every request in "
+        "flight waits out a pause, in both Kafka hops: the slowest messages of a load at 100/s line up "
+        "with them to the millisecond (their send times are in benchmarks/results.json).\n\n"
         "Earlier figures here were wrong: until 2026-12-03 09:21 each row was stamped when a 0.2 s wait for "
         "notices ended, not when its notice arrived (p50 137 ms and p99 341 ms were mostly that wait).\n"
     )

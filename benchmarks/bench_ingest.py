@@ -10,7 +10,6 @@ by the broker", so afterwards every event of every acked request must be on the 
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
@@ -22,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from benchmarks.http_load import Outcome, load, run_loop, signed_slack_request
-from deploy.local.pipeline import Pipeline
+from deploy.local.pipeline import Pipeline, delete_topics
 from schemas.ids import thread_key
 from schemas.topics import TOPICS, ensure_topics
 from services.runtime.settings import Settings
@@ -67,7 +65,7 @@ def run(
     found = _message_ids(settings.kafka_bootstrap_servers, [names["events"], names["wake"]])
     expected = {mid for p in acked for _, mid in p.expected}
     lost = len(expected - found)
-    _delete_topics(settings.kafka_bootstrap_servers, list(names.values()))
+    delete_topics(settings.kafka_bootstrap_servers, list(names.values()))
     figures = _figures(outcome, len(planned), len(acked), lost, duration_s, rate, connections, len(expected))
     return {
         "title": "Ingest: signed Slack events over HTTP, acked by Kafka",
@@ -189,10 +187,3 @@ def _message_ids(bootstrap: str, topics: list[str]) -> set[str]:
         return ids
     finally:
         consumer.close()
-
-
-def _delete_topics(bootstrap: str, names: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_topics(names, operation_timeout=10).values():
-        with contextlib.suppress(Exception):
-            future.result(timeout=15)

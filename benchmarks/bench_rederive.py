@@ -10,7 +10,6 @@ shared through a fresh selections changelog, as the live compactor's would be.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import time
@@ -18,10 +17,9 @@ import uuid
 from typing import Any
 
 import psycopg
-from confluent_kafka.admin import AdminClient
 from psycopg import sql
 
-from deploy.local.pipeline import cli, produce
+from deploy.local.pipeline import cli, delete_topics, produce
 from deploy.local.testdata import raw_threads
 from schemas.topics import EVENTS, TOPICS, TopicSpec, ensure_topics
 from services.rederive.names import Names
@@ -81,9 +79,7 @@ def run(settings: Settings | None = None) -> dict[str, Any]:
             for schema in [n.schema for n in names] + [f"bench_rd_{run_id}_replay"]:
                 conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
         doomed = [events_topic, selections, *(t for n in names for t in (n.compacted_topic, n.dlq_topic))]
-        for future in AdminClient({"bootstrap.servers": bootstrap}).delete_topics(doomed).values():
-            with contextlib.suppress(Exception):  # best effort: a topic never created
-                future.result(timeout=15)
+        delete_topics(bootstrap, doomed)
     one = figures["rederive_1_workers_events_per_s"]
     md = (
         "## Re-derivation beside replay\n\n"

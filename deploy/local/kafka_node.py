@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import shutil
 import string
 import subprocess
@@ -18,6 +19,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from deploy.local import procs
@@ -28,7 +30,11 @@ from services.runtime.kafka_client import KafkaClient
 
 HERE = Path(__file__).resolve().parent / "kafka"
 MARKER = "kafka.Kafka"
-HEAP = ["-Xms256m", "-Xmx512m"]
+# kafka-server-start.sh's own default (KAFKA_HEAP_OPTS). A smaller heap (it was 256-512 MB) ran G1's
+# young collections every second or two under the end-to-end bench's 100 msg/s, each a 10-18 ms pause of
+# every request in flight: the tail of that bench (benchmarks/bench_e2e.py reports the pauses).
+HEAP = ["-Xms1g", "-Xmx1g"]
+GC_LOG = "kafkaServer-gc.log"  # as kafka-server-start.sh's `-loggc`, in the broker's log dir
 JVM_FLAGS = [  # from bin/kafka-run-class.sh (KAFKA_JVM_PERFORMANCE_OPTS)
     "-server",
     "-XX:+UseG1GC",
@@ -71,6 +77,10 @@ class KafkaPaths:
     @property
     def console_log(self) -> Path:
         return self.logs / "console.log"
+
+    @property
+    def gc_log(self) -> Path:
+        return self.logs / GC_LOG
 
 
 @dataclass(frozen=True)
@@ -265,7 +275,8 @@ def launch(
     p.data.mkdir(parents=True, exist_ok=True)
     write_config(p, port, controller_port, member, extra)
     format_storage(p, format_args)
-    proc = procs.spawn(_java(p, MARKER, str(p.config), heap=HEAP), p.console_log, cwd=p.root)
+    gc_log = f"-Xlog:gc:file={p.gc_log}:time,uptime:filecount=5,filesize=10M"  # one line per pause
+    proc = procs.spawn(_java(p, MARKER, str(p.config), heap=[*HEAP, gc_log]), p.console_log, cwd=p.root)
     p.pid_file.write_text(f"{proc.pid}\n")
     return proc
 
@@ -344,3 +355,19 @@ def stop(p: KafkaPaths) -> bool:
     stopped = pid is not None and procs.stop(pid, str(p.config), timeout=30.0)
     p.pid_file.unlink(missing_ok=True)
     return stopped
+
+
+_PAUSE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d{4})\].* Pause .* (\d+\.\d+)ms$")
+
+
+def gc_pauses(log_text: str, since: float, until: float) -> list[float]:
+    """The broker's GC pauses (ms) that ended between `since` and `until` (unix seconds), from its GC
+    log (`-Xlog:gc` with the `time` decorator: one line per pause, stamped when it ended)."""
+    out = []
+    for line in log_text.splitlines():
+        match = _PAUSE.match(line)
+        if match:
+            ended = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+            if since <= ended <= until:
+                out.append(float(match.group(2)))
+    return out

@@ -60,12 +60,25 @@ ROOT = Path(__file__).resolve().parents[2]
 # ---- fresh names for a test or a module ---------------------------------------------------------
 
 
+def delete_topics(bootstrap: str, names: Iterable[str]) -> None:
+    """Delete topics and wait for the answers, best effort (a topic never created is no error). Each
+    name once: a name twice fails the whole request. The client is kept until the answers come: a
+    client dropped at once never sends it."""
+    from confluent_kafka.admin import AdminClient
+
+    doomed = sorted(set(names))
+    if not doomed:
+        return
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics(doomed, operation_timeout=10).values():
+        with contextlib.suppress(Exception):
+            future.result(timeout=15)
+
+
 @contextlib.contextmanager
 def fresh_topics(kafka_bootstrap: str) -> Iterator[dict[str, str]]:
     """{events, compacted, wake, dlq} -> unique topic names, created with schemas.topics' partitions,
     deleted afterwards (best effort: keep the shared broker small)."""
-    from confluent_kafka.admin import AdminClient
-
     from schemas.topics import COMPACTED, DLQ, EVENTS, TOPICS, WAKE, ensure_topics
 
     suffix = uuid.uuid4().hex[:12]
@@ -76,10 +89,7 @@ def fresh_topics(kafka_bootstrap: str) -> Iterator[dict[str, str]]:
     try:
         yield names
     finally:
-        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-        for future in admin.delete_topics(list(names.values()), operation_timeout=10).values():
-            with contextlib.suppress(Exception):
-                future.result(timeout=15)
+        delete_topics(kafka_bootstrap, names.values())
 
 
 @contextlib.contextmanager
@@ -452,6 +462,14 @@ class Pipeline:
         with psycopg.connect(self.dsn) as conn:
             apply_migrations(conn, self.schema)
             conn.commit()
+
+    def deprovision(self) -> None:
+        """Delete the run's topics and drop its schema, best effort: a benchmark that leaves its topics
+        behind grows the shared broker's heap (hundreds of topics made its GC pauses longer)."""
+        delete_topics(self.bootstrap, [*self.topics.values(), self.names.selections])
+        if self.dsn:
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema)))
 
     def connect(self) -> psycopg.Connection:
         """An autocommit connection to the run's database, on the run's schema."""

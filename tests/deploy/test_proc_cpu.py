@@ -1,0 +1,35 @@
+"""The benchmarks' CPU accounting (benchmarks/proc_cpu.py): where a load's cores went."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.proc_cpu import cores_between, cpu_seconds, pids_named, snapshot
+
+
+def test_cores_between_counts_each_pid_and_one_that_came_or_went() -> None:
+    before = {"a": {1: 10.0, 2: 5.0}, "b": {3: 1.0}}
+    after = {"a": {1: 12.0, 4: 1.0}, "b": {3: 1.5}}  # pid 2 ended (counted as 0 afterwards), pid 4 began
+    assert cores_between(before, after, 2.0) == {"a": 0.0, "b": 0.25}  # a: (2 - 5 + 1) / 2, floored at 0
+    assert cores_between({"a": {1: 10.0}}, {"a": {1: 13.0, 4: 1.0}}, 2.0) == {"a": 2.0}
+    assert cores_between({}, {"a": {}}, 0.0) == {"a": 0.0}
+
+
+def test_a_busy_child_is_measured_and_a_gone_one_reads_zero() -> None:
+    spin = "import sys, time\nend = time.time() + 1.0\nwhile time.time() < end: pass\nprint('done', flush=True)\nsys.stdin.read()"
+    child = subprocess.Popen([sys.executable, "-c", spin], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        groups = {"child": [child.pid]}
+        first, started = snapshot(groups), time.time()
+        assert child.stdout is not None and child.stdout.readline() == b"done\n"  # spun ~1 s, still alive
+        used = cores_between(first, snapshot(groups), time.time() - started)
+    finally:
+        child.kill()
+        child.wait(10)
+    assert 0.5 <= used["child"] <= 1.2, used  # one busy thread: about one core
+    assert cpu_seconds(child.pid) == 0.0  # reaped: gone from /proc
+    assert os.getpid() in pids_named(Path(f"/proc/{os.getpid()}/comm").read_text().strip())
