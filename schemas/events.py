@@ -23,6 +23,14 @@ SCHEMA_VERSION: Final = 1
 Role = Literal["alert", "human", "ai", "tool", "judge", "post"]
 
 
+def model_bytes(model: BaseModel) -> bytes:
+    """A model's canonical JSON. Its json-mode dump holds no NaN or infinity: pydantic writes one inside
+    `Any` as null, and no model here has a float-typed field (which would keep it; tests/test_schemas.py
+    checks every model's JSON Schema for a number). So the dump is `finite` (schemas/canonical.py) and
+    takes orjson's path even where it holds a null, byte for byte `reference_json`'s text."""
+    return canonical_json_bytes(model.model_dump(mode="json"), finite=True)
+
+
 class EventBase(BaseModel):
     """Fields every event has. Frozen: an event is a value, never edited."""
 
@@ -48,7 +56,7 @@ class EventBase(BaseModel):
 
     def to_bytes(self) -> bytes:
         """Canonical JSON: sorted keys, no spaces, so equal events give equal bytes."""
-        return canonical_json_bytes(self.model_dump(mode="json"))
+        return model_bytes(self)
 
 
 # --- what happens in a thread ------------------------------------------------------
@@ -237,7 +245,7 @@ class DeadLetter(BaseModel):
     event_time: datetime
 
     def to_bytes(self) -> bytes:
-        return canonical_json_bytes(self.model_dump(mode="json"))
+        return model_bytes(self)
 
 
 ThreadEvent = Annotated[
