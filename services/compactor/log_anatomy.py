@@ -158,14 +158,30 @@ def _token_level(token: str, in_header: bool) -> str | None:
     return level
 
 
-def header_tokens(line: str) -> list[tuple[int, int]]:
-    """(start, end) of the first MAX_HEADER_TOKENS tokens of a line."""
+def header_tokens(line: str) -> tuple[tuple[int, int], ...]:
+    """(start, end) of the first MAX_HEADER_TOKENS tokens of a line.
+
+    Remembered for the last lines seen (shorter than _SPANS_LINE_MAX): a stream's header is learnt
+    from its lines (`learn_header`), then each of those lines is cut (`split_line`)."""
+    cached = _header_spans.get(line)
+    if cached is not None:
+        return cached
     spans = []
     for match in _HEADER_TOKEN.finditer(line):
         spans.append(match.span())
         if len(spans) >= MAX_HEADER_TOKENS:
             break
-    return spans
+    found = tuple(spans)
+    if len(line) <= _SPANS_LINE_MAX:
+        if len(_header_spans) >= _SPANS_MAX:
+            _header_spans.clear()
+        _header_spans[line] = found
+    return found
+
+
+_SPANS_LINE_MAX = 2048  # characters: the cache holds at most _SPANS_MAX lines this long
+_SPANS_MAX = 4096
+_header_spans: dict[str, tuple[tuple[int, int], ...]] = {}
 
 
 def _kind(token: str) -> str:

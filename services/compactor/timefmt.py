@@ -110,8 +110,16 @@ def iso_from_ns(ns: int) -> str:
     if not MIN_NS <= ns <= MAX_NS:
         raise ValueError(f"{ns} ns is outside {WINDOW}")
     secs, frac = divmod(ns, 1_000_000_000)
-    base = (_EPOCH + timedelta(seconds=secs)).strftime("%Y-%m-%dT%H:%M:%S")
+    base = _SECOND_TEXT.get(secs)
+    if base is None:  # a raw's times fall in few seconds: strftime once per second, not per time
+        if len(_SECOND_TEXT) >= _SECOND_TEXT_MAX:
+            _SECOND_TEXT.clear()
+        base = _SECOND_TEXT[secs] = (_EPOCH + timedelta(seconds=secs)).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{base}.{frac:09d}".rstrip("0") + "Z" if frac else f"{base}Z"
+
+
+_SECOND_TEXT_MAX = 65_536  # entries; cleared when full (a second's text never changes)
+_SECOND_TEXT: dict[int, str] = {}
 
 
 def iso_from_unix(value: float | int | str) -> str:
