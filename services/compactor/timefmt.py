@@ -23,6 +23,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from schemas.memo import Memo
+
 MIN_NS = 0  # 1970-01-01T00:00:00Z
 MAX_NS = 253_402_300_799_999_999_999  # 9999-12-31T23:59:59.999999999Z
 WINDOW = "1970-01-01..9999-12-31"
@@ -112,14 +114,11 @@ def iso_from_ns(ns: int) -> str:
     secs, frac = divmod(ns, 1_000_000_000)
     base = _SECOND_TEXT.get(secs)
     if base is None:  # a raw's times fall in few seconds: strftime once per second, not per time
-        if len(_SECOND_TEXT) >= _SECOND_TEXT_MAX:
-            _SECOND_TEXT.clear()
-        base = _SECOND_TEXT[secs] = (_EPOCH + timedelta(seconds=secs)).strftime("%Y-%m-%dT%H:%M:%S")
+        base = _SECOND_TEXT.keep(secs, (_EPOCH + timedelta(seconds=secs)).strftime("%Y-%m-%dT%H:%M:%S"))
     return f"{base}.{frac:09d}".rstrip("0") + "Z" if frac else f"{base}Z"
 
 
-_SECOND_TEXT_MAX = 65_536  # entries; cleared when full (a second's text never changes)
-_SECOND_TEXT: dict[int, str] = {}
+_SECOND_TEXT: Memo[int, str] = Memo(65_536)
 
 
 def iso_from_unix(value: float | int | str) -> str:

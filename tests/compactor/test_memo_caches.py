@@ -35,9 +35,9 @@ def test_iso_from_ns_is_the_same_cold_and_warm(ns: int) -> None:
 def test_the_second_cache_is_bounded() -> None:
     timefmt._SECOND_TEXT.clear()
     start = 1_773_457_964 * 1_000_000_000
-    for i in range(timefmt._SECOND_TEXT_MAX + 10):
+    for i in range(timefmt._SECOND_TEXT.limit + 10):
         timefmt.iso_from_ns(start + i * 1_000_000_000)
-    assert len(timefmt._SECOND_TEXT) <= timefmt._SECOND_TEXT_MAX
+    assert len(timefmt._SECOND_TEXT) <= timefmt._SECOND_TEXT.limit
     assert timefmt.iso_from_ns(start) == _iso_reference(start)
 
 
@@ -57,6 +57,6 @@ def test_long_lines_are_not_kept_and_the_cache_is_bounded() -> None:
     long_line = "2026-03-14 03:12:44 INFO " + "x" * log_anatomy._SPANS_LINE_MAX
     assert log_anatomy.header_tokens(long_line) == _spans_reference(long_line)
     assert long_line not in log_anatomy._header_spans
-    for i in range(log_anatomy._SPANS_MAX + 10):
+    for i in range(log_anatomy._header_spans.limit + 10):
         log_anatomy.header_tokens(f"03:12:{i} INFO message {i}")
-    assert len(log_anatomy._header_spans) <= log_anatomy._SPANS_MAX
+    assert len(log_anatomy._header_spans) <= log_anatomy._header_spans.limit
