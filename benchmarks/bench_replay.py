@@ -2,8 +2,9 @@
 
 The events are human turns spread over 10,000 threads (round NULL, so they land directly),
 produced once onto a topic of their own, then replayed with the same code path as
-`incident-memory replay --from-beginning --into SCHEMA`. A plain `COPY` of the resulting rows
-into an empty table in the same run gives the physical limit.
+`incident-memory replay --from-beginning --into SCHEMA`. The live projector (`Projector.run`,
+a consumer group) then projects the same topic into a schema of its own, and a plain `COPY` of
+the replayed rows into an empty table in the same run gives the physical limit for both.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import psycopg
 from confluent_kafka import Producer
 from psycopg import sql
 
+from benchmarks.bench_projector import measure_live
 from schemas.events import HumanMessage
 from schemas.ids import message_id
 from schemas.topics import COMPACTED, TOPICS, TopicSpec, ensure_topics
@@ -106,6 +108,7 @@ def run(settings: Settings) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     result = replay(config, from_beginning=True, progress=False)
     load_after = os.getloadavg()[0]
+    live = measure_live(settings, topic, config)
     with psycopg.connect(settings.database_url) as conn:
         found = conn.execute(
             sql.SQL("SELECT count(*) FROM {}.agent_messages").format(sql.Identifier(schema))
@@ -118,6 +121,7 @@ def run(settings: Settings) -> dict[str, Any]:
 
     AdminClient({"bootstrap.servers": settings.kafka_bootstrap_servers}).delete_topics([topic])
     copy_rate = rows / copy_s if copy_s else 0.0
+    live_rate = float(live["events_per_s"])  # one row per event
     md = (
         f"Replayed {result.events:,} events ({THREADS:,} threads, {partitions} partitions) from the beginning of a "
         f"topic into an empty schema through the projector's own writer (exactly-once: rows and offsets per "
@@ -129,6 +133,9 @@ def run(settings: Settings) -> dict[str, Any]:
         f"| **replay rate** | **{result.events_per_second:,.0f} events/s** |\n"
         f"| plain COPY of the same rows (limit, best of 3) | {copy_rate:,.0f} rows/s |\n"
         f"| replay / COPY | {result.events_per_second / copy_rate if copy_rate else 0:.2f} |\n"
+        f"| live projector on the same topic (`Projector.run`; {live['events_timed']:,} events from its first "
+        f"commit to its last) | {live_rate:,.0f} events/s |\n"
+        f"| live projector / COPY | {live_rate / copy_rate if copy_rate else 0:.2f} |\n"
         f"| time to produce the events (setup) | {produce_s:.1f} s |\n"
         f"| load average before / after the replay (2 cores, shared) | {load_before:.2f} / {load_after:.2f} |\n"
     )
@@ -139,5 +146,8 @@ def run(settings: Settings) -> dict[str, Any]:
         "rows": rows,
         "events_per_second": result.events_per_second,
         "copy_rows_per_second": copy_rate,
+        "replay_fraction_of_copy": round(result.events_per_second / copy_rate, 3) if copy_rate else 0.0,
+        "live": live,
+        "live_fraction_of_copy": round(live_rate / copy_rate, 3) if copy_rate else 0.0,
         "load_average_before_after": [round(load_before, 2), round(load_after, 2)],
     }

@@ -8,8 +8,9 @@ number, so a retried round produces the same ids and the projector's
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
+
+from schemas.canonical import canonical_json_bytes
 
 NULL_ROUND = "-"  # the round part of the id of a row outside any round (alert, human turns)
 
@@ -55,8 +56,7 @@ def split_thread_key(key: str) -> tuple[str | None, str]:
 
 def canonical_args_hash(args: dict[str, Any]) -> str:
     """Hash of a tool call's arguments in canonical form: the tool-digest cache key."""
-    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(canonical_json_bytes(args)).hexdigest()
 
 
 def tool_call_id(thread_ts: str, round_: int, tool: str, args: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ from services.projector.config import (
 )
 from services.projector.intake import DEFAULT_BATCH_BYTES, DRAIN_STEP, take_batch, usable
 from services.projector.metrics import Metrics
+from services.projector.plan import WriteOutcome
 from services.projector.runner import ProjectionRunner
 from services.projector.source_group import GroupSource
 
@@ -48,7 +49,9 @@ class Projector:
         self.config = config
         self.metrics = metrics or Metrics()
 
-    def run(self, stop: threading.Event | None = None, on_commit: Callable[[], None] | None = None) -> None:
+    def run(
+        self, stop: threading.Event | None = None, on_commit: Callable[[WriteOutcome], None] | None = None
+    ) -> None:
         """Project until `stop` is set (SIGTERM in the service). A stop never leaves a half batch."""
         cfg = self.config
         if cfg.migrate:

@@ -85,10 +85,11 @@ class ProjectionRunner:
         self.writer = writer
         self.metrics = metrics
 
-    def run(self, stop: threading.Event, on_commit: Callable[[], None] | None = None) -> RunStats:
+    def run(self, stop: threading.Event, on_commit: Callable[[WriteOutcome], None] | None = None) -> RunStats:
         """Two batches are in hand at once: the next is decoded while this one commits. A batch is
         only written if the source's generation did not change since it was taken; otherwise both
-        are dropped and the source re-reads from the offsets in Postgres."""
+        are dropped and the source re-reads from the offsets in Postgres. `on_commit` is called in
+        this thread right after each commit (a benchmark timestamps the work where it happens)."""
         source, writer = self.source, self.writer
         events = letters = rounds = 0
         decoder = ThreadPoolExecutor(1, thread_name_prefix="projector-decode")
@@ -124,7 +125,7 @@ class ProjectionRunner:
                         letters += outcome.dead_letters
                         rounds += outcome.rounds_committed
                         if on_commit is not None:
-                            on_commit()
+                            on_commit(outcome)
                         pacer.tick(outcome.events + outcome.dead_letters)
                     in_flight = upcoming
                     source.after_batch()

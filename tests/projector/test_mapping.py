@@ -2,21 +2,41 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from pydantic_core import to_json
 
 from deploy.local.testdata import T0, synthetic_round, synthetic_thread
-from schemas.events import AiMessage, ReRendered, RoundCommitted, ToolCall
+from schemas.canonical import reference_json
+from schemas.events import (
+    EVENT_TYPES,
+    AiMessage,
+    AlertReceived,
+    Claim,
+    EventBase,
+    HumanMessage,
+    JudgeVerdict,
+    ReRendered,
+    RoundCommitted,
+    ThreadPost,
+    ToolCall,
+    parse_event,
+)
 from schemas.ids import canonical_args_hash, message_id
 from schemas.tokens import count_value_tokens
+from services.projector import mapping
+from services.projector.decoding import Incoming, decode
 from services.projector.mapping import (
     CacheDigest,
     CommitRound,
     InsertRow,
     MappingError,
     ReRender,
+    Row,
     StageRow,
     UpsertState,
     map_event,
@@ -169,5 +189,129 @@ def test_re_render_updates_compact_and_recounts_tokens() -> None:
     assert op.tokens == count_value_tokens(compact)
 
 
+def test_every_event_type_has_its_mapping() -> None:
+    """map_event looks the mapping up by exact type: a new event type must be given one (even none)."""
+    assert set(mapping._MAPPERS) == set(EVENT_TYPES)
+
+
 def test_mapping_is_deterministic() -> None:
     assert ops_of_thread() == ops_of_thread()
+
+
+# --- the rows are the reference rendering, byte for byte ------------------------------------------
+
+ODD = 'tab\there\nnew\rline back\\slash \\N "q" é 漢字 \u2028 \x00\x01 😀'
+AWKWARD = {
+    "tiny": 1.5e-7,
+    "small": 0.00001,
+    "big": 1e20,
+    "wide": 2**70,
+    "none": None,
+    "s": ODD,
+    "z": [1, 2.0, -0.0],
+}
+
+# The content columns by role: the event's own fields, as canonical JSON (the tool row: raw and compact).
+CONTENT_FIELDS = {
+    "alert": {"status", "service", "alertname", "fingerprint", "window_start", "window_end", "alert"},
+    "human": {"user", "ts", "text", "mention", "edit_of"},
+    "ai": {"node", "text", "tool_calls", "model", "claims"},
+    "judge": {"grounded", "questions", "graded_claims", "hypothesis_id", "model"},
+    "post": {"kind", "text", "model"},
+}
+
+
+def awkward_events() -> list[EventBase]:
+    """Every row kind with what is hard to render: COPY's special characters, non-ASCII, floats that
+    `json` and orjson write differently, integers beyond 64 bits, nulls."""
+    return [
+        HumanMessage(
+            thread_ts=T, message_id=message_id(T, None, "human", "1\t\r\n\\"), event_time=T0,
+            user="U\t1", ts="1.2", text=ODD, edit_of="0.1",
+        ),
+        AlertReceived(
+            thread_ts=T, message_id=message_id(T, None, "alert", 0), event_time=T0, status="firing",
+            service="s\\x", alertname="A", fingerprint="f", window_start=T0 - timedelta(minutes=5),
+            window_end=T0, alert=AWKWARD,
+        ),
+        AiMessage(
+            thread_ts=T, message_id=message_id(T, 1, "investigate", 0), event_time=T0, round=1,
+            node="investigate", text=ODD, model="m", claims=[Claim(text=ODD, evidence_ids=["a"])],
+            tool_calls=[ToolCall(id="c\t1", name="q", args=AWKWARD)],
+        ),
+        JudgeVerdict(
+            thread_ts=T, message_id=message_id(T, 1, "judge", 0), event_time=T0, round=1, grounded=True,
+            questions=[ODD], graded_claims=[AWKWARD], hypothesis_id="h", model="m",
+        ),
+        ThreadPost(
+            thread_ts=T, message_id=message_id(T, 1, "post", 0), event_time=T0, round=1, kind="summary",
+            text=ODD, model="m",
+        ),
+    ]  # fmt: skip
+
+
+def copy_field(value: str | None) -> str:
+    """COPY's text format by its definition, character by character (the reference for Row.copy_text)."""
+    if value is None:
+        return "\\N"
+    escapes = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+    return "".join(escapes.get(c, c) for c in value)
+
+
+def reference_copy_text(row: Row) -> str:
+    fields = [
+        row.id,
+        row.thread_ts,
+        None if row.round is None else str(row.round),
+        row.role,
+        row.tool_call_id,
+    ]
+    fields += [row.content, row.compact, str(row.tokens), row.created_at.isoformat()]
+    return "\t".join(map(copy_field, fields))
+
+
+def reference_content(event: Any, role: str) -> tuple[str, str | None]:
+    if role == "tool":
+        # Written as they came (pydantic's order; jsonb keeps none), a NaN as NaN, which Postgres refuses.
+        raw, compact = (to_json(v, inf_nan_mode="constants").decode() for v in (event.raw, event.compact))
+        return raw, compact
+    return reference_json(event.model_dump(mode="json", include=CONTENT_FIELDS[role])), None
+
+
+@pytest.mark.parametrize("events", [awkward_events(), synthetic_thread(T)], ids=["awkward", "seed-shaped"])
+def test_rows_are_the_reference_rendering_byte_for_byte(events: list[EventBase]) -> None:
+    """Decoded from the bytes on the topic, every row's JSON is `json`'s canonical text, its tokens
+    the model's count of what it is shown, and its COPY line the text format of those columns."""
+    rows = 0
+    for k, event in enumerate(events):
+        record = event.to_bytes()
+        decoded, seen = decode(Incoming(0, k, event.key(), record, 0.0)), parse_event(record)
+        assert decoded.error is None
+        for op in decoded.ops:
+            if isinstance(op, CacheDigest):
+                assert op.args_hash == hashlib.sha256(reference_json(seen.args).encode()).hexdigest()  # type: ignore[attr-defined]
+            if not isinstance(op, InsertRow | StageRow):
+                continue
+            row, rows = op.row, rows + 1
+            assert (row.content, row.compact) == reference_content(seen, row.role)
+            assert row.tokens == count_value_tokens(json.loads(row.compact or row.content))
+            assert row.copy_text == reference_copy_text(row)
+    assert rows >= len(CONTENT_FIELDS)
+
+
+def test_the_digest_cache_key_hashes_the_reference_rendering() -> None:
+    for args in ({}, AWKWARD, {"nan": float("nan"), "k": {"b": 1, "a": [None, 1e-5]}}):
+        assert canonical_args_hash(args) == hashlib.sha256(reference_json(args).encode()).hexdigest()
+
+
+def test_a_non_finite_number_in_a_re_rendering_is_written_as_json_writes_it() -> None:
+    """A NaN is not turned into null: Postgres refuses the text, so the event is dead-lettered."""
+    record = json.dumps(
+        {
+            "schema_version": 1, "type": "re_rendered", "thread_ts": T, "event_time": "2026-01-01T00:00:00Z",
+            "message_id": message_id(T, None, "rerender", 0), "target_id": message_id(T, 1, "tools", 0),
+            "compact": {"h": float("nan"), "n": None, "t": 1e-7}, "tokens": 1, "policy": "headline",
+        }
+    ).encode()  # fmt: skip
+    (op,) = decode(Incoming(0, 0, None, record, 0.0)).ops
+    assert isinstance(op, ReRender) and op.compact == '{"h":NaN,"n":null,"t":1e-07}'
