@@ -36,7 +36,8 @@ from services.runtime.settings import Settings
 
 N = 6000
 PARTITIONS = 8
-TARGET = 2000.0
+TARGET = 1500.0  # issue 20: one worker >= 1,500 tool results/s ...
+RATIO_TARGET = 0.8  # ... and >= 0.8 of `stream.process` alone, in the same run
 
 
 def _raw(i: int) -> tuple[str, Any]:
@@ -278,6 +279,9 @@ def run(settings: Settings) -> dict[str, Any]:
         delete_topics(bootstrap, names.values())
 
     ok = one.distinct == N and one.rate >= TARGET
+    ratio_ok = one.rate / pure_rate >= RATIO_TARGET
+    # What 1,500/s leaves for compaction once faust has taken its own per-record cost (forwarding).
+    room_ms = 1000 / TARGET - forward.cpu_s_per_record * 1000
     bound = (
         "CPU-bound: the worker's process was busy for most of the span, so its rate is its CPU cost per record"
         if one.busy >= 0.8
@@ -301,8 +305,11 @@ def run(settings: Settings) -> dict[str, Any]:
             f"| two workers, one consumer group (same run, same topic) | {two.rate:,.0f} | {two.cpu_s_per_record * 1000:.2f} ms | {two.busy:.0%} |",
             f"| one worker forwarding {N} human messages (nothing to compact: faust's own ceiling) | {forward.rate:,.0f} | {forward.cpu_s_per_record * 1000:.2f} ms | {forward.busy:.0%} |",
             "",
-            f"One worker / raw consumer: {one.rate / raw_rate:.2%}. Target >= {TARGET:,.0f}/s on one worker: "
-            f"{'met' if ok else 'NOT met'}. Outputs, distinct / records: one worker {one.distinct}/{one.outputs}, "
+            f"Targets: one worker >= {TARGET:,.0f}/s: {'met' if ok else 'NOT met'} ({one.rate:,.0f}/s); one worker "
+            f">= {RATIO_TARGET:.0%} of compaction alone: {'met' if ratio_ok else 'NOT met'} ({one.rate / pure_rate:.0%}). "
+            f"At {TARGET:,.0f}/s a record has {1000 / TARGET:.2f} ms of one core; faust's own cost per record "
+            f"(forwarding) is {forward.cpu_s_per_record * 1000:.2f} ms, which leaves {room_ms:.2f} ms for compaction, "
+            f"against {pure_cpu_s * 1000:.2f} ms measured alone. One worker / raw consumer: {one.rate / raw_rate:.2%}. Outputs, distinct / records: one worker {one.distinct}/{one.outputs}, "
             f"two workers {two.distinct}/{two.outputs} of {N}; repeated outputs: {one.outputs - one.distinct} and "
             f"{two.outputs - two.distinct}. A repeat (at-least-once) is byte for byte the same, and the projector "
             "keeps one by id. It comes from a rebalance: the partition's next owner redoes what was processed "
@@ -338,6 +345,8 @@ def run(settings: Settings) -> dict[str, Any]:
         "output_span_s": round(one.span_s, 2),
         "target_per_s": TARGET,
         "target_met": ok,
+        "ratio_target": RATIO_TARGET,
+        "ratio_target_met": ratio_ok,
         "markdown": markdown,
     }
 
