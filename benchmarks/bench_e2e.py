@@ -324,8 +324,9 @@ def run(settings: Settings) -> dict[str, Any]:
         + "\n"
         "Broker GC pauses: the local broker's G1 pauses that ended during the timed load, from its GC log "
         "(deploy/local/kafka_node.py, `-Xlog:gc` as kafka-server-start.sh's `-loggc`). Every request in "
-        "flight waits out a pause, in both Kafka hops: the slowest messages of a load at 100/s line up "
-        "with them to the millisecond (their send times are in benchmarks/results.json).\n\n"
+        "flight waits out a pause, in both Kafka hops. When this was looked into (2026-12-03), the slowest "
+        "messages of a load at 100/s lined up with the pauses to the millisecond (each load's slowest, "
+        "with their send times, are in benchmarks/results.json).\n\n"
         "Earlier figures here were wrong: until 2026-12-03 09:21 each row was stamped when a 0.2 s wait for "
         "notices ended, not when its notice arrived (p50 137 ms and p99 341 ms were mostly that wait).\n"
     )

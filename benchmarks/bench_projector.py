@@ -21,9 +21,9 @@ from typing import Any
 
 import psycopg
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 from psycopg import sql
 
+from deploy.local.pipeline import delete_topics
 from deploy.local.testdata import interleave, synthetic_thread
 from schemas.events import EventBase, RoundCommitted
 from schemas.topics import TopicSpec, ensure_topics
@@ -160,9 +160,7 @@ def measure_projection(settings: Settings, threads: int) -> dict[str, Any]:
         for name in (ours, plain):
             _drop(conn, name)
         conn.close()
-        AdminClient({"bootstrap.servers": settings.kafka_bootstrap_servers}).delete_topics(
-            [topic, f"bench.dlq.{tag}"]
-        )
+        delete_topics(settings.kafka_bootstrap_servers, [topic, f"bench.dlq.{tag}"])
     ours_rows_s = n_rows / result.seconds
     copy_rows_s = n_rows / copy_s
     live_rows_s = live_rows_per_s(live, n_rows, len(events))

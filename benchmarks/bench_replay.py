@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 from psycopg import sql
 
 from benchmarks.bench_projector import measure_live
+from deploy.local.pipeline import delete_topics
 from schemas.events import HumanMessage
 from schemas.ids import message_id
 from schemas.topics import COMPACTED, TOPICS, TopicSpec, ensure_topics
@@ -117,9 +118,7 @@ def run(settings: Settings) -> dict[str, Any]:
     copy_s = _copy_limit(settings.database_url, schema)
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-    from confluent_kafka.admin import AdminClient
-
-    AdminClient({"bootstrap.servers": settings.kafka_bootstrap_servers}).delete_topics([topic])
+    delete_topics(settings.kafka_bootstrap_servers, [topic])
     copy_rate = rows / copy_s if copy_s else 0.0
     live_rate = float(live["events_per_s"])  # one row per event
     md = (

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, Producer
 
 from deploy.local import procs
 from deploy.local.external import local_stack_only
+from deploy.local.pipeline import delete_topics
 from deploy.local.ports import free_port
 from schemas.events import EventBase, HumanMessage, parse_event
 from schemas.ids import message_id
@@ -213,7 +214,7 @@ def test_ensure_topics_returns_only_once_new_topics_are_visible_with_every_parti
         metadata = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics
         assert {s.name: len(metadata[s.name].partitions) for s in specs} == {s.name: 8 for s in specs}
     finally:
-        AdminClient({"bootstrap.servers": kafka_bootstrap}).delete_topics([s.name for s in specs])
+        delete_topics(kafka_bootstrap, [s.name for s in specs])
 
 
 def test_partitions_once_visible_waits_out_a_lagging_metadata_cache() -> None:

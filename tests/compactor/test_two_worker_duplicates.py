@@ -31,7 +31,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from benchmarks.bench_compactor_stream import PARTITIONS, settled_split
-from deploy.local.pipeline import Pipeline
+from deploy.local.pipeline import Pipeline, delete_topics
 from schemas.events import parse_event
 from schemas.topics import TopicSpec, ensure_topics
 from services.runtime.kafka import producer_config
@@ -44,9 +44,7 @@ def selections(kafka_bootstrap: str) -> Iterator[str]:
     name = f"sel.{uuid.uuid4().hex[:12]}"
     ensure_topics(kafka_bootstrap, (TopicSpec(name, PARTITIONS),))
     yield name
-    for future in AdminClient({"bootstrap.servers": kafka_bootstrap}).delete_topics([name]).values():
-        with contextlib.suppress(Exception):
-            future.result(timeout=15)
+    delete_topics(kafka_bootstrap, [name])
 
 
 def event(i: int) -> tuple[bytes, bytes]:

@@ -19,9 +19,9 @@ import pytest
 from agent.seedplay import alert_events, alert_wake, human_events
 from agent.seedplay import produce as produce_seed
 from agent.test_seed_thread import SEED_SHAPE, _pipeline, _rows, _start
-from confluent_kafka.admin import AdminClient
 from ingest.helpers import BOT, SECRET, TOKEN, alert_payload
 
+from deploy.local.pipeline import delete_topics
 from schemas.events import AlertReceived, Wake, parse_event
 from schemas.topics import TopicSpec, ensure_topics
 
@@ -61,9 +61,7 @@ def alerts_topic(pipeline: Pipeline) -> Any:
     name = f"user.alerts.{uuid.uuid4().hex[:12]}"
     ensure_topics(pipeline.bootstrap, (TopicSpec(name, 1),))  # one partition: poison and valid in order
     yield name
-    for future in AdminClient({"bootstrap.servers": pipeline.bootstrap}).delete_topics([name]).values():
-        with contextlib.suppress(Exception):
-            future.result(timeout=15)
+    delete_topics(pipeline.bootstrap, [name])
 
 
 @pytest.mark.fast
