@@ -228,10 +228,15 @@ def _phase(settings: Settings, messages: int, rate: float) -> dict[str, Any]:
     }
 
 
+def _local_broker(settings: Settings) -> bool:
+    """The run is on the local stack's broker (whose pid and GC log we have), not another machine's."""
+    return settings.kafka_bootstrap_servers == kafka_node.bootstrap()
+
+
 def _broker_gc_pauses(settings: Settings, since: float, until: float) -> list[float] | None:
     """The local broker's GC pauses (ms) during the load, from its GC log; None for another broker."""
     log = kafka_node.paths().gc_log
-    if settings.kafka_bootstrap_servers != kafka_node.bootstrap() or not log.is_file():
+    if not _local_broker(settings) or not log.is_file():
         return None
     return kafka_node.gc_pauses(log.read_text(errors="replace"), since, until)
 
@@ -241,7 +246,7 @@ def _cpu_groups(settings: Settings, services: dict[str, int]) -> dict[str, list[
     local stack's broker and PostgreSQL (not another machine's)."""
     groups = {name: [pid] for name, pid in services.items() if pid}
     groups["load generator"] = [os.getpid()]
-    if settings.kafka_bootstrap_servers == kafka_node.bootstrap():
+    if _local_broker(settings):
         broker = kafka_node.running_pid(kafka_node.paths())
         groups["broker"] = [broker] if broker else []
         groups["postgres"] = pids_named("postgres")
