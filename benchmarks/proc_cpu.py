@@ -1,9 +1,10 @@
-"""CPU time of processes, from Linux /proc: where a load's cores went, measured, not guessed."""
+"""CPU time of processes, from Linux /proc: where a load's cores went, measured, not guessed; and
+how long they waited for a core, which tells a CPU-starved process from one that waits on I/O."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -16,6 +17,22 @@ def cpu_seconds(pid: int) -> float:
     except (FileNotFoundError, ProcessLookupError):
         return 0.0
     return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def waited_seconds(pid: int) -> float:
+    """Time the process's threads spent runnable but waiting for a core so far (the scheduler's run
+    queue: /proc/<pid>/task/*/schedstat, second field, nanoseconds); 0.0 once it is gone."""
+    total = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    for task in tasks:
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (FileNotFoundError, ProcessLookupError, IndexError):  # a thread gone meanwhile
+            continue
+    return total / 1e9
 
 
 def pids_named(name: str) -> list[int]:
@@ -31,16 +48,18 @@ def pids_named(name: str) -> list[int]:
     return out
 
 
-def snapshot(groups: Mapping[str, Iterable[int]]) -> dict[str, dict[int, float]]:
-    """label -> pid -> CPU seconds so far."""
-    return {label: {pid: cpu_seconds(pid) for pid in pids} for label, pids in groups.items()}
+def snapshot(
+    groups: Mapping[str, Iterable[int]], measure: Callable[[int], float] = cpu_seconds
+) -> dict[str, dict[int, float]]:
+    """label -> pid -> seconds so far (CPU by default, or `waited_seconds`)."""
+    return {label: {pid: measure(pid) for pid in pids} for label, pids in groups.items()}
 
 
 def cores_between(
     before: Mapping[str, Mapping[int, float]], after: Mapping[str, Mapping[int, float]], seconds: float
 ) -> dict[str, float]:
-    """label -> cores used between two snapshots (CPU seconds / wall seconds); a pid in one only counts
-    from 0 (it started, or ended, in between)."""
+    """label -> seconds per wall second between two snapshots (cores used, for CPU snapshots); a pid
+    in one only counts from 0 (it started, or ended, in between)."""
     out = {}
     for label in after:
         pids = set(before.get(label, {})) | set(after[label])

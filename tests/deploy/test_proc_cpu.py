@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.proc_cpu import cores_between, cpu_seconds, pids_named, snapshot
+from benchmarks.proc_cpu import cores_between, cpu_seconds, pids_named, snapshot, waited_seconds
 
 
 def test_cores_between_counts_each_pid_and_one_that_came_or_went() -> None:
@@ -33,3 +33,30 @@ def test_a_busy_child_is_measured_and_a_gone_one_reads_zero() -> None:
     assert 0.5 <= used["child"] <= 1.2, used  # one busy thread: about one core
     assert cpu_seconds(child.pid) == 0.0  # reaped: gone from /proc
     assert os.getpid() in pids_named(Path(f"/proc/{os.getpid()}/comm").read_text().strip())
+
+
+def test_three_spinners_on_one_core_wait_for_it_and_a_sleeper_does_not() -> None:
+    """Run-queue wait (`waited_seconds`): three busy children pinned to the same core take turns, so
+    while one runs two wait: together about 2 s of waiting per second, against 1 s of CPU. A sleeping
+    child is never runnable, so it waits ~0."""
+    spin = "import time\nend = time.time() + 1.0\nwhile time.time() < end: pass\n"
+    core = min(os.sched_getaffinity(0))
+
+    def pinned() -> None:
+        os.sched_setaffinity(0, {core})
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    spinners = [subprocess.Popen([sys.executable, "-c", spin], preexec_fn=pinned) for _ in range(3)]
+    groups = {"spinners": [p.pid for p in spinners], "sleeper": [sleeper.pid]}
+    try:
+        time.sleep(0.2)
+        before = snapshot(groups, waited_seconds)
+        time.sleep(0.6)  # both spinners still spinning
+        waited = cores_between(before, snapshot(groups, waited_seconds), 0.6)
+    finally:
+        for p in [*spinners, sleeper]:
+            p.kill()
+            p.wait(10)
+    assert waited["spinners"] >= 1.5, waited  # not their CPU (1.0 s/s): their wait
+    assert waited["sleeper"] <= 0.05, waited
+    assert waited_seconds(sleeper.pid) == 0.0  # reaped: gone from /proc

@@ -23,6 +23,7 @@ from .helpers import (
     produce_events,
     produce_raw,
     read_topic,
+    stored_offsets,
     wait_until,
 )
 
@@ -121,3 +122,39 @@ def test_poison_events_go_to_the_dlq_and_the_partition_keeps_flowing(
     assert {letter["partition"] for letter in letters} == {partition}
     assert all(letter["source_topic"] == config.topic for letter in letters)
     wait_until(lambda: metrics.value("projector_dead_letters_total") == 3, 5, "dead-letter metric")
+
+
+def kafka_committed(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        found = reader.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        reader.close()
+
+
+def test_kafka_offsets_follow_postgres_for_lag_dashboards_while_running(
+    running: tuple[ProjectorConfig, Metrics], pg_conn: psycopg.Connection
+) -> None:
+    """Positions are Postgres's; the group's offsets in Kafka are only for lag dashboards. They are
+    stored per batch and committed by the client once a second: within a few seconds of catching up,
+    and while the projector still runs, Kafka has the very offsets Postgres has."""
+    config, _metrics = running
+    threads = [synthetic_thread(f"171050{k:04d}.000100") for k in range(4)]
+    produce_events(config.kafka.bootstrap_servers, config.topic, interleave(threads))
+    high = high_watermarks(config.kafka.bootstrap_servers, config.topic)
+    wait_until(lambda: caught_up(pg_conn, config.group, config.topic, high), 30, "projector to catch up")
+    stored = stored_offsets(pg_conn, config.group, config.topic)
+    written = sorted(p for p, h in high.items() if h)
+    assert {p: stored[p] for p in written} == {p: high[p] for p in written}
+    wait_until(
+        lambda: (
+            kafka_committed(config.kafka.bootstrap_servers, config.group, config.topic, written)
+            == {p: high[p] for p in written}
+        ),
+        10,
+        "the group's offsets in Kafka to reach Postgres's",
+        every=0.25,
+    )
