@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient
 
 from benchmarks.proc_cpu import cpu_seconds
 from deploy.local.pipeline import Proc, command, delete_topics
+from deploy.local.ports import free_port
 from deploy.local.seed.generators import generate_events, generate_loki, generate_prometheus
 from deploy.local.testdata import raw_tool_result
 from schemas.events import HumanMessage
@@ -129,6 +130,8 @@ class WorkerRun:
     span_s: float
     cpu_s_per_record: float  # worker CPU (all workers) spent inside the output span, per record
     busy: float  # that CPU as a fraction of the span x workers: near 1.0 means CPU-bound
+    process_cpu_s_per_record: float  # of it, inside stream.process (the workers' own metric)
+    process_share: float  # that part of the workers' CPU, as the workers measured both
 
 
 def _output_rate(
@@ -212,6 +215,7 @@ def _run_workers(bootstrap: str, names: dict[str, str], k: int, tmp: str, record
     ensure_topics(bootstrap, tuple(TopicSpec(name, PARTITIONS) for name in topics.values()))
     procs: list[Proc] = []
     cpu_at_first: list[float] = []
+    own_at_first: list[tuple[float, float]] = []
     try:
         for i in range(k):
             args = [
@@ -219,27 +223,49 @@ def _run_workers(bootstrap: str, names: dict[str, str], k: int, tmp: str, record
                 "--events-topic", topics["events"], "--compacted-topic", topics["compacted"],
                 "--dlq-topic", names["dlq"], "--selections-topic", topics["sel"],
                 "--workers-dir", tmp, "--worker-name", f"{group}-{i}", "--log-level", "WARNING",
+                "--metrics-port", str(port := free_port()),
             ]  # fmt: skip
             log = Path(tmp) / f"{group}-{i}.log"
-            procs.append(Proc(f"{group}-{i}", command("compactor", *args), dict(os.environ), log).start())
+            procs.append(
+                Proc(f"{group}-{i}", command("compactor", *args), dict(os.environ), log, port=port).start()
+            )
         _wait_for_members(bootstrap, group, topics["events"], k, procs)
+
+        def at_first() -> None:
+            cpu_at_first.append(sum(cpu_seconds(p.pid) for p in procs))
+            own_at_first.append(_own_cpu(procs))
+
         _produce(bootstrap, topics["events"], records)
         seen, distinct, rate, span_s = _output_rate(
             bootstrap,
             topics["compacted"],
             len(records),
             timeout=240,
-            on_first=lambda: cpu_at_first.append(sum(cpu_seconds(p.pid) for p in procs)),
+            on_first=at_first,
         )
         cpu_end = sum(cpu_seconds(p.pid) for p in procs)
+        own_end = _own_cpu(procs)
     finally:
         for proc in procs:
             proc.terminate()
         for proc in procs:
             proc.stop(30)
     cpu = cpu_end - (cpu_at_first[0] if cpu_at_first else 0.0)
+    start = own_at_first[0] if own_at_first else (0.0, 0.0)
+    ours, whole = own_end[0] - start[0], own_end[1] - start[1]
     return WorkerRun(
-        k, seen, distinct, rate, span_s, cpu / max(distinct, 1), cpu / (span_s * k) if span_s else 0.0
+        k, seen, distinct, rate, span_s, cpu / max(distinct, 1), cpu / (span_s * k) if span_s else 0.0,
+        ours / max(distinct, 1), ours / whole if whole > 0 else 0.0,
+    )  # fmt: skip
+
+
+def _own_cpu(procs: list[Proc]) -> tuple[float, float]:
+    """(CPU inside stream.process, the whole process's CPU), summed over the workers, as each worker's
+    /metrics reports them: the same clocks in the same process, so their ratio is the share of our
+    per-record work, free of the caches and the cores a separate run would have to itself."""
+    return (
+        sum(p.metric("compactor_process_cpu_seconds_total") for p in procs),
+        sum(p.metric("process_cpu_seconds_total") for p in procs),
     )
 
 
@@ -302,6 +328,7 @@ def run(settings: Settings) -> dict[str, Any]:
             f"| plain aiokafka consumer (no processing) | {raw_rate:,.0f} | | |",
             f"| `stream.process` alone, no Kafka (compaction CPU bound) | {pure_rate:,.0f} | {pure_cpu_s * 1000:.2f} ms | |",
             f"| one compactor worker, compacted and produced | {one.rate:,.0f} | {one.cpu_s_per_record * 1000:.2f} ms | {one.busy:.0%} |",
+            f"| of which inside `stream.process`, as the worker measures it | | {one.process_cpu_s_per_record * 1000:.2f} ms ({one.process_share:.0%}) | |",
             f"| two workers, one consumer group (same run, same topic) | {two.rate:,.0f} | {two.cpu_s_per_record * 1000:.2f} ms | {two.busy:.0%} |",
             f"| one worker forwarding {N} human messages (nothing to compact: faust's own ceiling) | {forward.rate:,.0f} | {forward.cpu_s_per_record * 1000:.2f} ms | {forward.busy:.0%} |",
             "",
@@ -317,6 +344,10 @@ def run(settings: Settings) -> dict[str, Any]:
             "see services/compactor/README.md). The measure starts only once the group is STABLE with the "
             "partitions split, so no rebalance falls inside it. Rates count distinct records. "
             f"One worker / compaction alone: {one.rate / pure_rate:.0%}; two workers / one: {two.rate / one.rate:.2f}x. "
+            f"Measured inside the worker (its `compactor_process_cpu_seconds_total` against its "
+            f"`process_cpu_seconds_total`, same process, same span), {one.process_share:.0%} of its CPU is "
+            f"`stream.process` ({one.process_cpu_s_per_record * 1000:.2f} ms per record, against "
+            f"{pure_cpu_s * 1000:.2f} ms in a run of its own); the rest is faust, aiokafka and the event loop. "
             f"The one-worker run was {bound}. 'CPU per record' is the workers' CPU inside the output span "
             "divided by the records; 'busy' is that CPU over the span (per worker).",
         ]
@@ -339,6 +370,8 @@ def run(settings: Settings) -> dict[str, Any]:
         "two_workers_repeated_outputs": two.outputs - two.distinct,
         "worker_cpu_ms_per_record": round(one.cpu_s_per_record * 1000, 3),
         "worker_busy": round(one.busy, 3),
+        "worker_process_cpu_ms_per_record": round(one.process_cpu_s_per_record * 1000, 3),
+        "worker_process_share_of_cpu": round(one.process_share, 3),
         "two_workers_busy": round(two.busy, 3),
         "forwarding_per_s": round(forward.rate, 1),
         "forwarding_cpu_ms_per_record": round(forward.cpu_s_per_record * 1000, 3),

@@ -2,6 +2,10 @@
 
 Events/s is `rate(compactor_events_total[1m])`; the compaction ratio is the
 `compactor_compaction_ratio` histogram (raw_tokens / tokens per tool result).
+What share of a worker's CPU is our own per-record work, and what share is faust, aiokafka
+and the event loop: `rate(compactor_process_cpu_seconds_total[1m]) /
+rate(process_cpu_seconds_total[1m])` (the second from prometheus-client's process collector).
+It says whether a slow worker needs cheaper compaction or more workers.
 Each worker process has its own registry, so tests can start several in one run.
 """
 
@@ -11,7 +15,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 from services.runtime.health import Heartbeat, serve_metrics_and_health
 
@@ -64,6 +68,12 @@ class StreamMetrics:
             ["partition"],
             registry=r,
         )
+        self.process_cpu = Counter(
+            "compactor_process_cpu_seconds",
+            "CPU seconds of the worker's event-loop thread inside stream.process (our per-record work)",
+            registry=r,
+        )
+        ProcessCollector(registry=r)  # process_cpu_seconds_total, memory, open fds: the whole worker
         self.heartbeat = Heartbeat()
         self.assigned = Gauge(
             "compactor_assigned_partitions", "Source partitions assigned to this worker", registry=r
