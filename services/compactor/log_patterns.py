@@ -59,7 +59,7 @@ def word_spans(message: str) -> tuple[list[str], list[tuple[int, int]]]:
     for chunk in _CHUNK.finditer(message):
         base = chunk.start()
         text = chunk.group()
-        key = text.encode("utf-8", "surrogatepass").translate(_ZERO)  # bytes: 14x faster than str's
+        key = text.encode("utf-8", "surrogatepass").translate(_ZERO)  # digit_family, inlined: per chunk
         words_of = _chunks.get(key)
         if words_of is None:
             words_of = _chunks.keep(key, _chunk_words(text))
@@ -71,10 +71,18 @@ def word_spans(message: str) -> tuple[list[str], list[tuple[int, int]]]:
     return masked[lead:], spans[lead:]
 
 
+def digit_family(text: str) -> bytes:
+    """`text` with every ASCII digit made 0, as bytes: texts that differ only in their digits share it.
+    Bytes because `bytes.translate` is 14x faster than `str.translate` here; in UTF-8 the bytes
+    `1`-`9` are only ASCII digits, so no other character changes."""
+    return text.encode("utf-8", "surrogatepass").translate(_ZERO)
+
+
+_ZERO = bytes.maketrans(b"123456789", b"000000000")
+
 # A chunk's words depend on its digits only through where they are: chunks that differ only in
 # their digits share one entry (most chunks of a log repeat, or differ only in a number). Pure,
 # so the cache is safe across calls; bounded.
-_ZERO = bytes.maketrans(b"123456789", b"000000000")  # in UTF-8 these bytes are only ASCII digits
 _chunks: Memo[bytes, tuple[tuple[str, ...], tuple[tuple[int, int], ...]]] = Memo(100_000)
 
 
@@ -145,7 +153,7 @@ def mine_words(masked: Sequence[tuple[str, ...]]) -> list[Group]:
     for index, toks in enumerate(masked):
         by_length[len(toks)].append(index)
     groups: list[Group] = []
-    for length, indexes in by_length.items():
+    for indexes in by_length.values():
         # each word's frequency at its position: one Counter per column (no (position, word) pairs)
         columns = [Counter(column) for column in zip(*(masked[i] for i in indexes), strict=True)]
         # messages with the same masked words have the same root: each such set is rooted once
@@ -163,7 +171,7 @@ def mine_words(masked: Sequence[tuple[str, ...]]) -> list[Group]:
             roots[tuple((p, t) for p, t in enumerate(toks) if counts[p] == root)].extend(same)
         for members in roots.values():
             members.sort()  # ascending, as one message at a time gave them
-            groups.extend(_split(members, masked, length))
+            groups.extend(_split(members, masked))
     merged: dict[tuple[str, ...], list[int]] = defaultdict(list)
     for group in groups:
         merged[group.template].extend(group.members)
@@ -172,7 +180,7 @@ def mine_words(masked: Sequence[tuple[str, ...]]) -> list[Group]:
     return out
 
 
-def _split(members: list[int], masked: Sequence[tuple[str, ...]], length: int) -> list[Group]:
+def _split(members: list[int], masked: Sequence[tuple[str, ...]]) -> list[Group]:
     """Split a root group on its fewest-valued low-cardinality column, recursively (no recursion limit
     issues: each split strictly shrinks the group and removes a varying column)."""
     out: list[Group] = []

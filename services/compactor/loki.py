@@ -32,7 +32,7 @@ from services.compactor.log_anatomy import (
     level_name,
     split_line,
 )
-from services.compactor.log_patterns import WILD, WORD, mine_words, word_spans
+from services.compactor.log_patterns import WILD, WORD, digit_family, mine_words, word_spans
 from services.compactor.model import Draft, Item, RawFormatError
 from services.compactor.render import clip, value_range
 from services.compactor.timefmt import Clock, ns_from_integer, ns_from_rfc3339, shown
@@ -143,7 +143,6 @@ class _Pattern:
 # Lines that differ only in their digits are read alike (header cut, level, words: see
 # `log_patterns.word_spans`), so each such family is read once per raw. Not so where a digit is a
 # level (`{"level":50`, `level=40`, a syslog `<PRI>`): those lines are always read.
-_ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
 _DIGIT_SAFE = re.compile(r"(?!\s*[{<])(?!.*(?i:lo?g?_?le?ve?l|severity)[\"']?\s*[=:]\s*[\"']?\d)")
 _Reading = tuple[str, int, str, tuple[str, ...], list[tuple[int, int]]]
 
@@ -176,7 +175,7 @@ def _patterns(
     raws: list[list[str]] = []
     seen: dict[tuple[int, bytes], _Reading] = {}
     for _, s_index, line in entries:
-        family = (s_index, line.encode("utf-8", "surrogatepass").translate(_ZERO_DIGITS))
+        family = (s_index, digit_family(line))
         reading = seen.get(family) if _DIGIT_SAFE.match(line) else None
         if reading is None or reading[1] < 0:
             reading = _read(line, shapes[s_index], label_levels[s_index])

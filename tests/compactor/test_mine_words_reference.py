@@ -18,7 +18,7 @@ def reference(masked: Sequence[tuple[str, ...]]) -> list[Group]:
     for index, toks in enumerate(masked):
         by_length[len(toks)].append(index)
     groups: list[Group] = []
-    for length, indexes in by_length.items():
+    for indexes in by_length.values():
         frequency: Counter[tuple[int, str]] = Counter()
         for index in indexes:
             frequency.update(enumerate(masked[index]))
@@ -33,7 +33,7 @@ def reference(masked: Sequence[tuple[str, ...]]) -> list[Group]:
             root = max(shared, key=lambda f: (shared[f], f))
             roots[tuple((p, t) for p, t in enumerate(toks) if counts[p] == root)].append(index)
         for members in roots.values():
-            groups.extend(_split(members, masked, length))
+            groups.extend(_split(members, masked))
     merged: dict[tuple[str, ...], list[int]] = defaultdict(list)
     for group in groups:
         merged[group.template].extend(group.members)
