@@ -134,6 +134,9 @@ CLEAR_BATCH_TABLE = "DELETE FROM pg_temp.projector_batch"
 
 COPY_BATCH = f"COPY pg_temp.projector_batch ({BATCH_COLUMNS}) FROM STDIN"
 
+# The rows a batch publishes, straight into the table, when they are all in the batch (plan_copy).
+COPY_VISIBLE = f"COPY agent_messages ({_ROW_COLUMNS}) FROM STDIN"
+
 PUBLISH_BATCH = f"""
 WITH pub AS (
     SELECT e->>0 AS id, (e->>1)::bigint AS k1, (e->>2)::int AS k2 FROM jsonb_array_elements(%s::jsonb) AS e

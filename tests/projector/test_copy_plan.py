@@ -17,11 +17,11 @@ import psycopg
 import pytest
 from confluent_kafka import Producer
 
-from deploy.local.testdata import T0, interleave, synthetic_round, synthetic_thread
+from deploy.local.testdata import T0, interleave, synthetic_human, synthetic_round, synthetic_thread
 from schemas.events import EventBase, HumanMessage, IncidentStateChanged, ReRendered
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
-from services.projector import store
+from services.projector import sql, store
 from services.projector.decoding import Incoming, prepare
 from services.projector.gc_pacer import GcPacer
 from services.projector.mapping import map_event
@@ -42,13 +42,15 @@ def apply(
     schema: str,
     batches: Sequence[Sequence[EventBase]],
     plans: Sequence[Plan] = store.PLANS,
+    counted: str = "round_staging",
 ) -> list[int]:
-    """Apply each batch in its own transaction with `plans`; returns the round_staging inserts of each."""
+    """Apply each batch in its own transaction with `plans`; returns the inserts into `counted` of each."""
     staged_inserts = []
     offset = 0
-    counter = "SELECT pg_stat_get_xact_tuples_inserted('round_staging'::regclass)"
+    counter = f"SELECT pg_stat_get_xact_tuples_inserted('{counted}'::regclass)"
     for batch in batches:
         with conn.transaction():
+            conn.execute(sql.CREATE_BATCH_TABLE)  # so that the COPY plan's batch table can be counted
             # A difference within one transaction: the counter may still hold earlier, unflushed ones.
             before = conn.execute(counter).fetchone()
             store.apply_batch(
@@ -131,6 +133,33 @@ def test_rounds_split_across_batches_with_duplicates_and_a_re_render_equal_the_i
     assert rows[target][6] == compact  # the staged, re-rendered row was published, not the new copy
     assert copy_plan[1] == []
     assert [r[0] for r in copy_plan[0] if r[1] == T] == [e.message_id for e in one[:-1]]
+    assert in_order(pg_conn, pg_schema, batches) == copy_plan
+
+
+def test_visible_rows_are_copied_straight_in_unless_one_is_there_already(
+    pg_conn: psycopg.Connection, pg_schema: str
+) -> None:
+    """A batch that moves nothing out of round_staging COPYs its visible rows into agent_messages
+    directly (the batch table only carries their digests); a batch repeating a visible row takes PUBLISH_BATCH,
+    whose ON CONFLICT skips the repeat. Both leave what the in-order plan leaves."""
+    humans = [synthetic_human(T, T0 + timedelta(minutes=n), n) for n in range(5)]
+    round_ = synthetic_round(U, 1, T0 + timedelta(minutes=9), tools=1)
+    batches: list[list[EventBase]] = [
+        # a round with its marker; an id twice in the batch (the first one wins, as ON CONFLICT has it)
+        [humans[0], *round_, humans[1], humans[1].model_copy(update={"text": "not this one"})],
+        [humans[2], humans[0], humans[3]],  # humans[0] is visible already
+        [humans[4], *round_],  # the round again: its marker moves nothing
+    ]
+    through_batch_table = apply(pg_conn, pg_schema, batches, counted="pg_temp.projector_batch")
+    # 1: every row straight in, the tool row's digest through the batch table (its content null);
+    # 2: the repeat sends all three through it; 3: humans[4] straight in, the round's repeated rows
+    # only to the batch table, marked 'x'
+    assert through_batch_table == [1, 3, len(round_) - 1]
+    copy_plan = snapshot(pg_conn)
+    assert [r[0] for r in copy_plan[0] if r[1] == T] == [h.message_id for h in humans[:3]] + [
+        humans[3].message_id,
+        humans[4].message_id,
+    ]
     assert in_order(pg_conn, pg_schema, batches) == copy_plan
 
 
