@@ -8,8 +8,8 @@ arrives in the same batch as its rows goes straight into agent_messages: the bat
 transaction, so the round still becomes visible at once, with its offsets.
 
 When no marker of the batch moves a row out of round_staging, every row the batch publishes is
-in it, so those rows are COPYed into agent_messages themselves, in publishing order, before the
-temporary table (`_copy_visible`): written once, by COPY's multi-row inserts, instead of twice.
+in it, so those rows (at least DIRECT_MIN_ROWS of them) are COPYed into agent_messages
+themselves, in publishing order, before the temporary table (`_copy_visible`): written once, by COPY's multi-row inserts, instead of twice.
 A row that is there already (a delivery repeated) makes that COPY fail; a savepoint undoes it and
 the batch goes the temporary table's way, whose ON CONFLICT skips the repeat. Replaying 1,000,000
 human turns this way was 14% faster (BENCHMARKS.md, "Replay").
@@ -39,6 +39,12 @@ from services.projector.plan import BatchResult, Items, Rejection, Target, liste
 from services.projector.rounds import RoundLedger
 
 _NULL = "\\N"
+
+# Fewer visible rows than this go the batch table's way: a savepoint costs two more round trips,
+# which a batch of a few rows (the live projector's, at 100 events/s) never earns back. Measured:
+# at 100 events/s the direct COPY added ~0.1 ms to the projector's p50; a replay's 20,000-row
+# batches gained 15% (BENCHMARKS.md, "Replay").
+DIRECT_MIN_ROWS = 100
 
 
 class CopyPlan:
@@ -206,7 +212,7 @@ def _copy_visible(
     conn: psycopg.Connection, rows: list[Row], dest: list[str], k1: list[int], k2: list[int]
 ) -> bool:
     """COPY the rows visible at once straight into agent_messages, in their order; False if nothing
-    went in (none to write, or one of them is there already).
+    went in (fewer than DIRECT_MIN_ROWS, or one of them is there already).
 
     For a batch whose markers move no row out of round_staging, every row it publishes is in the
     batch, so COPY can write them in their (k1, k2) order, as PUBLISH_BATCH would: the same seqs,
@@ -215,7 +221,7 @@ def _copy_visible(
     id: the savepoint undoes the COPY and the batch takes PUBLISH_BATCH, whose ON CONFLICT skips it.
     """
     order = sorted((k for k in range(len(rows)) if dest[k] == "v"), key=lambda k: (k1[k], k2[k]))
-    if not order:
+    if len(order) < DIRECT_MIN_ROWS:
         return False
     first = {rows[k].id: k for k in reversed(order)}  # the first of a repeated id wins, as ON CONFLICT
     try:

@@ -21,7 +21,7 @@ from deploy.local.testdata import T0, interleave, synthetic_human, synthetic_rou
 from schemas.events import EventBase, HumanMessage, IncidentStateChanged, ReRendered
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
-from services.projector import sql, store
+from services.projector import plan_copy, sql, store
 from services.projector.decoding import Incoming, prepare
 from services.projector.gc_pacer import GcPacer
 from services.projector.mapping import map_event
@@ -137,7 +137,7 @@ def test_rounds_split_across_batches_with_duplicates_and_a_re_render_equal_the_i
 
 
 def test_visible_rows_are_copied_straight_in_unless_one_is_there_already(
-    pg_conn: psycopg.Connection, pg_schema: str
+    pg_conn: psycopg.Connection, pg_schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A batch that moves nothing out of round_staging COPYs its visible rows into agent_messages
     directly (the batch table only carries their digests); a batch repeating a visible row takes PUBLISH_BATCH,
@@ -150,6 +150,10 @@ def test_visible_rows_are_copied_straight_in_unless_one_is_there_already(
         [humans[2], humans[0], humans[3]],  # humans[0] is visible already
         [humans[4], *round_],  # the round again: its marker moves nothing
     ]
+    # batches this small take the batch table (a savepoint's round trips cost more than they save)...
+    assert apply(pg_conn, pg_schema, batches[:1], counted="pg_temp.projector_batch") == [len(batches[0]) - 1]
+    reset(pg_conn)
+    monkeypatch.setattr(plan_copy, "DIRECT_MIN_ROWS", 1)  # ... unless told otherwise
     through_batch_table = apply(pg_conn, pg_schema, batches, counted="pg_temp.projector_batch")
     # 1: every row straight in, the tool row's digest through the batch table (its content null);
     # 2: the repeat sends all three through it; 3: humans[4] straight in, the round's repeated rows

@@ -9,11 +9,12 @@ equal, with the same events refused for the same reasons.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
 import psycopg
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,7 @@ from deploy.local.testdata import T0, interleave, synthetic_human, synthetic_rou
 from schemas.events import EventBase, IncidentStateChanged, ReRendered
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
-from services.projector import store
+from services.projector import plan_copy, store
 from services.projector.mapping import map_event
 from services.projector.plan import Plan
 
@@ -126,6 +127,15 @@ def project(
     conn.execute(f"TRUNCATE agent_messages, {', '.join(TABLES)}")
     conn.commit()
     return after_each
+
+
+@pytest.fixture(autouse=True, scope="module")
+def direct_copy_for_small_batches() -> Iterator[None]:
+    """These streams' batches are small: let the COPY plan write visible rows straight in wherever it
+    may, so that its direct path and its fallback meet the perturbations too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plan_copy, "DIRECT_MIN_ROWS", 1)
+        yield
 
 
 @settings(
