@@ -9,10 +9,8 @@ transaction, so the round still becomes visible at once, with its offsets.
 
 When no marker of the batch moves a row out of round_staging, every row the batch publishes is
 in it, so those rows (at least DIRECT_MIN_ROWS of them) are COPYed into agent_messages
-themselves, in publishing order, before the temporary table (`_copy_visible`): written once, by COPY's multi-row inserts, instead of twice.
-A row that is there already (a delivery repeated) makes that COPY fail; a savepoint undoes it and
-the batch goes the temporary table's way, whose ON CONFLICT skips the repeat. Replaying 1,000,000
-human turns this way was 14% faster (BENCHMARKS.md, "Replay").
+themselves, in publishing order, before the temporary table (`_copy_visible`): written once, by
+COPY's multi-row inserts, instead of twice.
 """
 
 from __future__ import annotations
@@ -43,7 +41,7 @@ _NULL = "\\N"
 # Fewer visible rows than this go the batch table's way: a savepoint costs two more round trips,
 # which a batch of a few rows (the live projector's, at 100 events/s) never earns back. Measured:
 # at 100 events/s the direct COPY added ~0.1 ms to the projector's p50; a replay's 20,000-row
-# batches gained 15% (BENCHMARKS.md, "Replay").
+# batches gained 14% (BENCHMARKS.md, "Replay", measured with and without it in one run).
 DIRECT_MIN_ROWS = 100
 
 
@@ -211,15 +209,11 @@ def _is_digest_of(digest: CacheDigest, row: Row) -> bool:
 def _copy_visible(
     conn: psycopg.Connection, rows: list[Row], dest: list[str], k1: list[int], k2: list[int]
 ) -> bool:
-    """COPY the rows visible at once straight into agent_messages, in their order; False if nothing
-    went in (fewer than DIRECT_MIN_ROWS, or one of them is there already).
-
-    For a batch whose markers move no row out of round_staging, every row it publishes is in the
-    batch, so COPY can write them in their (k1, k2) order, as PUBLISH_BATCH would: the same seqs,
-    once instead of twice (COPY's multi-row inserts into the table, instead of the batch table then
-    an INSERT ... SELECT). A row published before (a duplicate delivered again) breaks the unique
-    id: the savepoint undoes the COPY and the batch takes PUBLISH_BATCH, whose ON CONFLICT skips it.
-    """
+    """COPY the rows visible at once straight into agent_messages, in their (k1, k2) order, as
+    PUBLISH_BATCH would insert them (the same seqs); False if nothing went in (fewer than
+    DIRECT_MIN_ROWS, or one of them is there already). A row published before (a delivery repeated)
+    breaks the unique id: the savepoint undoes the COPY and the batch takes PUBLISH_BATCH, whose
+    ON CONFLICT skips it. Only for a batch whose markers move no row out of round_staging."""
     order = sorted((k for k in range(len(rows)) if dest[k] == "v"), key=lambda k: (k1[k], k2[k]))
     if len(order) < DIRECT_MIN_ROWS:
         return False
@@ -258,7 +252,8 @@ def _copy_lines(
 
 
 def _null_content(copy_text: str) -> str:
-    """A row's COPY fields with its content (the sixth) as JSON null: COPY parses no raw twice."""
+    """A row's COPY fields with its content as JSON null, so COPY parses no raw twice. Content is the
+    sixth of sql._ROW_COLUMNS, the order Row.copy_text renders them in."""
     start = -1
     for _ in range(5):
         start = copy_text.index("\t", start + 1)

@@ -140,8 +140,8 @@ def test_visible_rows_are_copied_straight_in_unless_one_is_there_already(
     pg_conn: psycopg.Connection, pg_schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A batch that moves nothing out of round_staging COPYs its visible rows into agent_messages
-    directly (the batch table only carries their digests); a batch repeating a visible row takes PUBLISH_BATCH,
-    whose ON CONFLICT skips the repeat. Both leave what the in-order plan leaves."""
+    directly (the batch table only carries their digests); a batch repeating a visible row takes
+    PUBLISH_BATCH, whose ON CONFLICT skips the repeat. Both leave what the in-order plan leaves."""
     humans = [synthetic_human(T, T0 + timedelta(minutes=n), n) for n in range(5)]
     round_ = synthetic_round(U, 1, T0 + timedelta(minutes=9), tools=1)
     batches: list[list[EventBase]] = [
