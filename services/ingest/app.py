@@ -33,7 +33,7 @@ from services.ingest import slack_signature
 from services.ingest.alerts import Window, map_webhook
 from services.ingest.config import IngestConfig
 from services.ingest.dedupe import TtlSet
-from services.ingest.directory import GroupDirectory, ThreadDirectory
+from services.ingest.directory import GroupDirectory, LookupNeeded, ThreadDirectory
 from services.ingest.emitter import Emitter, Record
 from services.ingest.metrics import Metrics, reason_label
 from services.ingest.planned import Planned, parse_json_object
@@ -145,7 +145,7 @@ class Ingest:
         drop it if its event_id was already acked (a retry), else produce its events and wait for
         the broker's ack. Counts rejections and ignores under `endpoint`; never raises for input."""
         try:
-            result = map_payload(payload, self.config.bot_user_id, self.directory.resolve)
+            result = await self._map_slack(payload)
             records = self.emitter.encode(result.planned) if isinstance(result, Callback) else []
         except ValidationError as exc:
             return self._rejected(endpoint, Rejected(400, "invalid_event", _first_error(exc)))
@@ -164,6 +164,17 @@ class Ingest:
                 extra=about(None, None, event_id=result.event_id, retry=retry, endpoint=endpoint),
             )
         return await self._once(result.event_id, result.planned, records, endpoint)
+
+    async def _map_slack(self, payload: dict[str, Any]) -> Callback | Challenge:
+        """`map_payload` on the event loop while the thread directory answers from memory; in the
+        thread pool when it must ask the database (a reply in a thread it has not seen lately), so
+        that query never holds up the requests around it."""
+        try:
+            return map_payload(payload, self.config.bot_user_id, self.directory.remembered)
+        except LookupNeeded:
+            return await run_in_threadpool(
+                map_payload, payload, self.config.bot_user_id, self.directory.resolve
+            )
 
     async def alertmanager(self, request: Request) -> Response:
         try:

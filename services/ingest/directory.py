@@ -16,6 +16,7 @@ timeout makes the message its own thread's, with a warning, never a failed reque
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -30,6 +31,11 @@ from services.ingest.alerts import AlertGroup, KnownIncident
 from services.runtime.logs import about
 
 log = logging.getLogger("ingest.directory")
+
+
+class LookupNeeded(Exception):
+    """`ThreadDirectory.remembered` cannot tell without asking the database: the caller asks it
+    (`resolve`) off its event loop, so a slow or unreachable database never stalls other requests."""
 
 
 class ReadConnection:
@@ -81,15 +87,26 @@ class ThreadDirectory:
         self._unknown: dict[tuple[str, str], float] = {}
         self._read = ReadConnection(dsn, schema, "thread directory: replies are keyed by their Slack thread")
 
-    def resolve(self, channel: str | None, ts: str) -> str:
-        """The key of the thread (channel, ts): an incident's own key when an alert opened it."""
+    def remembered(self, channel: str | None, ts: str) -> str:
+        """`resolve` from what this process remembers; raises LookupNeeded where only the database
+        can tell (the one blocking step: up to its connect or statement timeout)."""
         if channel is None or self.dsn is None:
             return thread_key(channel, ts)
         where = (channel, ts)
-        if where in self._known:
-            return self._known[where]
+        known = self._known.get(where)
+        if known is not None:
+            return known
         if time.monotonic() < self._unknown.get(where, 0.0):
             return thread_key(channel, ts)
+        raise LookupNeeded(where)
+
+    def resolve(self, channel: str | None, ts: str) -> str:
+        """The key of the thread (channel, ts): an incident's own key when an alert opened it.
+        Blocks on the database when this process does not remember the answer."""
+        with contextlib.suppress(LookupNeeded):
+            return self.remembered(channel, ts)
+        assert channel is not None  # remembered() answers every channel-less thread itself
+        where = (channel, ts)
         row = self._read.one(read_model.THREAD_OF_SLACK_POST, (channel, ts))
         if row is not None:
             if len(self._known) >= self.max_entries:
