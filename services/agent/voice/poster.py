@@ -142,7 +142,7 @@ class Voice:
             self.roots[alert.thread_ts] = (target, ts)
 
     async def _post_reply(self, post: ThreadPost) -> None:
-        where = self._thread_of(post.thread_ts)
+        where = await self._thread_of(post.thread_ts)
         if where is None:
             self.outcome.skipped.append((post.message_id, "the incident has no Slack thread"))
             log.warning("post not sent: no Slack thread", extra=about(post.thread_ts, post.message_id))
@@ -152,11 +152,13 @@ class Voice:
             Delivery(post.message_id, post.thread_ts, post.round, where[0], where[1], text, blocks)
         )
 
-    def _thread_of(self, thread: str) -> tuple[str, str] | None:
+    async def _thread_of(self, thread: str) -> tuple[str, str] | None:
+        """Where an incident's replies go: its own key names it, or the root its alert was posted as
+        (asked of the projection off the event loop, as every other read of it here is)."""
         channel, ts = split_thread_key(thread)
         if channel is not None:
             return channel, ts
-        return self.roots.get(thread) or self.records.root_of(thread)
+        return self.roots.get(thread) or await asyncio.to_thread(self.records.root_of, thread)
 
     async def _deliver(self, d: Delivery) -> str | None:
         known = self.done.get(d.post_id) or await asyncio.to_thread(self.records.outcome, d.post_id)
