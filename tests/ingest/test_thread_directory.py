@@ -11,9 +11,23 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import httpx
+import psycopg
 import pytest
 
-from .helpers import RunningServer, config, dumps, envelope, message, signed_headers, slack_ts, start_server
+from schemas.ids import thread_key
+from services.ingest.directory import LookupNeeded, ThreadDirectory
+
+from .helpers import (
+    RunningServer,
+    config,
+    dumps,
+    envelope,
+    message,
+    read_events,
+    signed_headers,
+    slack_ts,
+    start_server,
+)
 
 
 @pytest.fixture
@@ -70,3 +84,44 @@ def test_a_lookup_that_hangs_does_not_hold_up_other_requests(
             assert hanging.result().status_code == 200  # the unanswered lookup: its own thread, no error
     finally:
         server.stop()
+
+
+def test_what_the_directory_remembers_is_answered_without_the_database() -> None:
+    """`remembered` answers from memory or says the database must be asked; it never blocks."""
+    nowhere = "postgresql://nobody@127.0.0.1:1/nowhere"  # never connected to by `remembered`
+    directory = ThreadDirectory(nowhere, unknown_ttl_s=60)
+    assert directory.remembered(None, "1.000001") == thread_key(None, "1.000001")  # no channel: its own
+    assert ThreadDirectory(None).remembered("C1", "1.000001") == thread_key("C1", "1.000001")  # no database
+    with pytest.raises(LookupNeeded):
+        directory.remembered("C1", "1.000001")
+    assert directory.resolve("C1", "1.000001") == thread_key("C1", "1.000001")  # refused: its own key ...
+    assert directory.remembered("C1", "1.000001") == thread_key("C1", "1.000001")  # ... remembered a while
+    with pytest.raises(LookupNeeded):
+        directory.remembered("C1", "1.000002")  # another thread still has to be asked
+
+
+def test_replies_under_an_alerts_root_join_its_incident(
+    kafka_bootstrap: str,
+    topic_names: dict[str, str],
+    pg_dsn: str,
+    pg_schema: str,
+    pg_conn: psycopg.Connection,
+) -> None:
+    """The first reply asks the read model (in the thread pool), the next one is answered from memory:
+    both go to the incident the alert opened, not to a thread of their own."""
+    incident, root_ts = "1773459000.000100", slack_ts(3000)
+    pg_conn.execute(
+        "INSERT INTO slack_posts (post_id, phase, thread_ts, channel, slack_ts, root, recorded_at)"
+        " VALUES (%s, 'posted', %s, 'C123ABC456', %s, true, now())",
+        (f"{incident}:-:alert:0", incident, root_ts),
+    )
+    pg_conn.commit()
+    server = start_server(
+        config(kafka_bootstrap, topic_names, directory_dsn=pg_dsn, directory_schema=pg_schema)
+    )
+    try:
+        assert [_reply(server, root_ts, n).status_code for n in (1, 2)] == [200, 200]
+    finally:
+        server.stop()
+    events = read_events(kafka_bootstrap, topic_names["events"], 2)
+    assert [e.thread_ts for e in events] == [incident, incident]
