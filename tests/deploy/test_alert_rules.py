@@ -9,6 +9,7 @@ validate.sh hands over its promtool, a rule broken on purpose makes `promtool te
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -183,3 +184,70 @@ def test_promtool_fails_the_unit_tests_when_a_rule_is_broken(tmp_path: Path) -> 
         text=True,
     )
     assert bad.returncode != 0 and "IncidentMemoryProjectorLagGrowing" in bad.stdout + bad.stderr
+
+
+# ---- the Grafana dashboard ---------------------------------------------------------------------------
+
+DASHBOARD = MONITORING / "grafana" / "incident-memory.json"
+
+
+def dashboard_panels() -> list[dict[str, Any]]:
+    return [p for p in json.loads(DASHBOARD.read_text())["panels"] if p["type"] != "row"]
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    return [(p["title"], t["expr"]) for p in dashboard_panels() for t in p["targets"]]
+
+
+def as_promql(expr: str) -> str:
+    """A panel's query as Prometheus runs it once Grafana has filled in its variables."""
+    return (
+        expr.replace("$__rate_interval", "1m")
+        .replace("$namespace", ".*")
+        .replace("$model_input_budget", "8000")
+    )
+
+
+def test_the_dashboard_is_provisioning_ready_with_a_datasource_variable() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert dashboard["uid"] == "incident-memory" and "id" not in dashboard  # provisioning assigns the id
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert (
+        variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    )
+    for panel in dashboard_panels():
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+        assert panel["targets"] and all(t["datasource"] == panel["datasource"] for t in panel["targets"])
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    titles = " | ".join(p["title"] for p in dashboard_panels()).lower()
+    for needed in ("throughput", "lag", "latency", "dead letters", "rounds by outcome", "model input tokens",
+                   "raw vs in-context tokens per tool", "posts"):  # fmt: skip
+        assert needed in titles, needed
+
+
+def test_every_metric_a_panel_reads_is_exported_by_a_service() -> None:
+    exported = exported_metric_names()
+    missing = {
+        (title, n) for title, expr in dashboard_queries() for n in metric_names_in(expr) if n not in exported
+    }
+    assert not missing, missing
+
+
+def test_every_panel_query_parses_in_promtool(tmp_path: Path) -> None:
+    """Each query, its variables filled in, as a recording rule: `promtool check rules` parses it."""
+    promtool = os.environ.get("PROMTOOL")
+    if not promtool:
+        pytest.skip("run by deploy/validate.sh, which builds promtool (deploy/local/prometheus.py)")
+    records = [
+        {"record": f"dashboard:query_{i}", "expr": as_promql(e)}
+        for i, (_t, e) in enumerate(dashboard_queries())
+    ]
+    rules_file = tmp_path / "dashboard.rules.yml"
+    rules_file.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": records}]}))
+    checked = subprocess.run([promtool, "check", "rules", str(rules_file)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    rules_file.write_text(
+        yaml.safe_dump({"groups": [{"name": "d", "rules": [{"record": "x:y", "expr": "rate(x[1m]"}]}]})
+    )
+    assert subprocess.run([promtool, "check", "rules", str(rules_file)], capture_output=True).returncode != 0
