@@ -25,7 +25,7 @@ HEADER = (
 )
 
 
-class _BlockDumper(yaml.SafeDumper):
+class _BlockDumper(yaml.SafeDumper):  # type: ignore[misc]  # PyYAML ships no type hints
     """Multi-line PromQL stays a literal block (`|`), as written in the rule file."""
 
 
@@ -48,7 +48,7 @@ def prometheus_rule(rules: dict[str, Any]) -> dict[str, Any]:
 
 def render() -> str:
     rules = yaml.safe_load(RULES.read_text())
-    body = yaml.dump(
+    body: str = yaml.dump(
         prometheus_rule(rules), Dumper=_BlockDumper, sort_keys=False, width=1000, allow_unicode=True
     )
     return HEADER + body
