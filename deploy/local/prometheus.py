@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 
 from deploy.local import gobin
+from services.runtime.errors import UserFacingError
 
 PROMETHEUS_MODULE = "github.com/prometheus/prometheus/cmd/prometheus"
 PROMETHEUS_VERSION = "v0.316.0"
@@ -92,7 +93,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         print(BINARIES[argv[0]]())
-    except gobin.UserFacingError as exc:
+    except UserFacingError as exc:
         print(f"{argv[0]}: {exc}", file=sys.stderr)
         return exc.exit_code
     return 0
