@@ -21,6 +21,8 @@ from schemas.ids import NULL_ROUND, message_id
 SCHEMA_VERSION: Final = 1
 
 Role = Literal["alert", "human", "ai", "tool", "judge", "post"]
+# Slack's `channel_type`: `channel` is public, `group` private, `im` and `mpim` direct messages.
+ChannelType = Literal["channel", "group", "im", "mpim"]
 
 
 def model_bytes(model: BaseModel) -> bytes:
@@ -95,6 +97,10 @@ class HumanMessage(EventBase):
     text: str
     mention: bool = False
     edit_of: str | None = None  # ts of the message this one edits; edits are new facts, never rewrites
+    # Where the incident may be seen (invariant 14): Slack's `channel_type` of a `message` event.
+    # `app_mention` carries none, so a mention's event may lack it; its `message` twin has it, and
+    # the projector keeps the observation as a fact of its own (never lost to the id's dedupe).
+    channel_type: ChannelType | None = None
 
 
 class ToolCall(BaseModel):
@@ -196,6 +202,9 @@ class SlackPostRecorded(EventBase):
     channel: str = Field(min_length=1, max_length=64)
     slack_ts: str | None = Field(default=None, max_length=32)
     root: bool = False
+    # For a thread's root: whether its channel is private (`conversations.info`'s `is_private`), so
+    # recall knows where an alert-opened incident may be seen (invariant 14). None: not asked.
+    channel_private: bool | None = None
 
 
 class RoundCommitted(EventBase):
@@ -318,6 +327,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AiMessage",
     "AlertReceived",
+    "ChannelType",
     "Claim",
     "CompactedToolResult",
     "DeadLetter",

@@ -59,6 +59,10 @@ class Slack(Protocol):
         meta: dict[str, Any],
     ) -> Awaitable[str]: ...
 
+    def is_private(self, channel: str) -> Awaitable[bool | None]:
+        """Whether a channel is private (`conversations.info`); None when Slack would not say."""
+        ...
+
 
 @dataclass(frozen=True)
 class Delivery:
@@ -100,6 +104,7 @@ class Voice:
         self.pending: dict[str, ThreadPost] = {}  # posts whose round's marker has not come yet
         self.done: dict[str, str] = {}  # post id -> Slack ts, what this process recorded
         self.roots: dict[str, tuple[str, str]] = {}  # incident key -> its Slack thread
+        self.privacy: dict[str, bool | None] = {}  # channel -> is_private, asked once per process
         self.outcome = Outcome()
 
     async def handle(self, event: EventBase) -> None:
@@ -177,7 +182,15 @@ class Voice:
         log.info("posted", extra=about(d.thread, d.post_id, channel=d.channel, slack_ts=ts))
         return ts
 
+    async def _channel_private(self, channel: str) -> bool | None:
+        """Where an alert-opened incident may be seen (invariant 14): asked of Slack once per channel."""
+        if channel not in self.privacy:
+            self.privacy[channel] = await self.slack.is_private(channel)
+        return self.privacy[channel]
+
     async def _record(self, d: Delivery, phase: str, ts: str | None) -> None:
+        root = d.thread_ts is None
+        private = await self._channel_private(d.channel) if root and phase != "intent" else None
         await self.emit(
             SlackPostRecorded(
                 thread_ts=d.thread,
@@ -188,7 +201,8 @@ class Voice:
                 phase=phase,  # type: ignore[arg-type]
                 channel=d.channel,
                 slack_ts=ts,
-                root=d.thread_ts is None,
+                root=root,
+                channel_private=private,
             )
         )
         if ts is not None:
