@@ -6,7 +6,9 @@ pod events; series; people's words) and goes through the same pure extraction an
 from facts on. The seed decides everything: a different seed is a history kept aside.
 
 - A cause has its own error templates, pod reasons, a series shape, a fix and a vocabulary.
-- Causes come in look-alike pairs: the same alert name and services, different error templates.
+- Causes come in look-alike pairs: the same alert name and services and one shared error symptom,
+  different other error templates; an incident shows a random subset of its cause's templates, and
+  15% of incidents have no logs at all (only reasons, labels and words to go on).
 - Labels are noisy: the service is often another of the cause's services, sometimes any; the alert
   name is sometimes another; namespaces and clusters are random.
 - Every incident also logs common templates (requests, health checks) and generic errors
@@ -66,14 +68,18 @@ def make_causes(rng: random.Random, n_causes: int, n_services: int) -> list[Caus
     for k in range(0, n_causes, 2):  # look-alike pairs: same alert and services, other patterns
         alertname = rng.choice(ALERTS)
         services = tuple(f"svc-{rng.randrange(n_services):03d}" for _ in range(3))
+        symptom = (
+            f"ERROR request to {rng.choice(SUBJECTS)} failed: deadline exceeded after {{n}}ms"  # both show it
+        )
         for j in range(2):
             number = k + j
             subject, failure = rng.choice(SUBJECTS), rng.choice(FAILURES)
             errors = (
+                symptom,
                 f"ERROR {subject} {failure} in module m{number} after {{n}}ms id={{id}}",
                 f"FATAL c{number} {subject} invariant broken: {rng.choice(FAILURES)} {rng.choice(SUBJECTS)} at {{hex}}",
                 f"ERROR worker {{pod}} gave up on {subject} batch {{n}} ({failure})",
-            )[: rng.randint(2, 3)]
+            )[: rng.randint(3, 4)]
             fix = rng.choice(FIXES).format(
                 v=f"3.{number}.{rng.randrange(9)}", n=rng.randrange(2, 9) * 64, s=subject
             )
@@ -90,7 +96,8 @@ def _fill(rng: random.Random, template: str, service: str) -> str:
 
 
 def _loki(rng: random.Random, cause: Cause, service: str) -> dict[str, object]:
-    lines = [_fill(rng, t, service) for t in cause.errors for _ in range(rng.randint(3, 40))]
+    shown = rng.sample(cause.errors, rng.randint(2, len(cause.errors)))  # not every symptom every time
+    lines = [_fill(rng, t, service) for t in shown for _ in range(rng.randint(3, 40))]
     lines += [_fill(rng, t, service) for t in rng.sample(COMMON, 3) for _ in range(rng.randint(5, 60))]
     lines += [_fill(rng, t, service) for t in rng.sample(GENERIC_ERRORS, rng.randint(0, 2)) for _ in range(5)]
     return {
@@ -109,7 +116,8 @@ def _human(rng: random.Random, cause: Cause, resolved: bool) -> str:
 
 
 def make_incident(rng: random.Random, cause: Cause, number: int, opened: datetime, *, n_services: int,
-                  channel: str, resolved: bool = True, noise: float = 0.25) -> Incident:  # fmt: skip
+                  channel: str, open_for: timedelta | None = None, resolved: bool = True,
+                  noise: float = 0.25) -> Incident:  # fmt: skip
     thread = f"{1_760_000_000 + number * 7:d}.{number:06d}"
     service = rng.choice(cause.services) if rng.random() > noise else f"svc-{rng.randrange(n_services):03d}"
     alertname = cause.alertname if rng.random() > noise else rng.choice(ALERTS)
@@ -119,13 +127,18 @@ def make_incident(rng: random.Random, cause: Cause, number: int, opened: datetim
     events = {
         "items": [{"reason": r, "count": rng.randint(1, 9)} for r in cause.reasons if rng.random() > 0.15]
     }
-    closed = opened + timedelta(minutes=rng.randint(20, 180)) if resolved else None
+    closed = opened + (open_for or timedelta(minutes=rng.randint(20, 180))) if resolved else None
     texts = [_human(rng, cause, resolved and k == 2) for k in range(3)]
     facts = [
         Fact(
             f"{thread}:-:alert:0", "alert", at, {"alertname": alertname, "labels": labels, "status": "firing"}
         ),
-        Fact(f"{thread}:1:tools:0", "tool", at, loki_facts(_loki(rng, cause, service))),
+        Fact(
+            f"{thread}:1:tools:0",
+            "tool",
+            at,
+            loki_facts(_loki(rng, cause, service)) if rng.random() > 0.15 else {},
+        ),  # no logs asked: 15%
         Fact(f"{thread}:1:tools:1", "tool", at, pod_event_facts(events)),
         Fact(f"{thread}:-:channel:{channel}.channel", "channel", at, {"channel": channel, "private": False}),
         *(
@@ -171,12 +184,14 @@ def make_history(seed: int, *, n_past: int = 600, n_queries: int = 100, n_causes
         if q % 2 == 0:  # the "payments did the same 20 minutes ago" case
             number += 1
             company.append(make_incident(rng, cause, number, opened - timedelta(minutes=rng.randint(5, 55)),
-                                         n_services=n_services, channel=channel, resolved=False))  # fmt: skip
+                                         n_services=n_services, channel=channel,
+                                         open_for=timedelta(hours=3)))  # fmt: skip
         if q % 3 == 0:  # an unrelated incident open at the same time
             number += 1
             other = rng.choice([c for c in causes if c.number != cause.number])
             company.append(make_incident(rng, other, number, opened - timedelta(minutes=rng.randint(5, 55)),
-                                         n_services=n_services, channel=channel, resolved=False))  # fmt: skip
+                                         n_services=n_services, channel=channel,
+                                         open_for=timedelta(hours=3)))  # fmt: skip
         number += 1
         query = make_incident(
             rng, cause, number, opened, n_services=n_services, channel=channel, resolved=False

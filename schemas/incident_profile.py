@@ -31,7 +31,9 @@ _MASKS: Final = (
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<uuid>"),
     (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<ip>"),
     (re.compile(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)*-[a-z0-9]{5,10}-[a-z0-9]{5}\b"), "<pod>"),
+    (re.compile(r"\b0x[0-9a-f]+\b", re.I), "<hex>"),
     (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{6,}\b", re.I), "<hex>"),
+    (re.compile(r"\b(?=\w*\d)(?=\w*[a-z])\w{12,}\b", re.I), "<id>"),  # long tokens mixing letters and digits
     (re.compile(r'"[^"]{0,200}"'), "<str>"),
     (re.compile(r"[-+]?\b\d+(?:[.,]\d+)*(?:[a-z%]{1,3})?\b", re.I), "<n>"),
 )

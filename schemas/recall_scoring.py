@@ -22,6 +22,8 @@ ERROR_FACTOR: Final = 2.0
 # Concurrent recall: the share of the query's cause signature (error patterns and reasons, by
 # rarity) another open incident must hold to be called part of the same outage.
 CAUSE_SHARE: Final = 0.5
+# ...or one shared error pattern this rare (seen in at most this share of all incidents) suffices.
+RARE_SHARE: Final = 0.1
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,12 @@ def cause_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
     return sum(weigh(k) for k in mine & theirs) / sum(weigh(k) for k in mine)
 
 
+def shares_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
+    """Same cause signature: a shared rare error pattern, or most of the query's errors and reasons."""
+    rare = any(rarity.df.get(k, 1) <= RARE_SHARE * rarity.total for k in q.error_patterns & c.error_patterns)
+    return rare or cause_share(q, c, rarity) >= CAUSE_SHARE
+
+
 def overlaps(q: Candidate, c: Candidate, window_s: float) -> bool:
     """Whether `c` was open at any time in the hour before `q` opened (or is open still)."""
     if q.opened_at is None or c.opened_at is None:
@@ -172,7 +180,7 @@ def rank(
         parts = score(q, c, rarity)
         value = total(parts)
         if overlaps(q, c, window_s):
-            if cause_share(q, c, rarity) >= CAUSE_SHARE:
+            if shares_cause(q, c, rarity):
                 concurrent.append(Hit(c.thread_ts, "concurrent", value, explain(q, c, parts, rarity), parts))
             continue  # an open, unrelated incident is not history yet
         if value > 0 and (c.opened_at is None or q.opened_at is None or c.opened_at < q.opened_at):
