@@ -161,12 +161,14 @@ def speed(conn: psycopg.Connection, history: History) -> dict[str, float]:
 
 def run(settings: Settings) -> dict[str, Any]:
     per_seed = {}
-    with fresh_schema(settings.database_url) as schema:
-        with psycopg.connect(settings.database_url, options=f"-c search_path={schema}") as conn:
-            for seed in SEEDS:
-                per_seed[seed] = evaluate(conn, make_history(seed))
-                print(f"[bench recall] seed {seed}: {per_seed[seed]}", file=sys.stderr, flush=True)
-            timing = speed(conn, make_history(SEEDS[0], n_past=2000, n_queries=100))
+    with (
+        fresh_schema(settings.database_url) as schema,
+        psycopg.connect(settings.database_url, options=f"-c search_path={schema}") as conn,
+    ):
+        for seed in SEEDS:
+            per_seed[seed] = evaluate(conn, make_history(seed))
+            print(f"[bench recall] seed {seed}: {per_seed[seed]}", file=sys.stderr, flush=True)
+        timing = speed(conn, make_history(SEEDS[0], n_past=2000, n_queries=100))
     return {
         "title": "Recall across incidents",
         "seeds": per_seed,

@@ -125,7 +125,7 @@ def test_an_alert_root_records_whether_its_channel_is_private_asking_slack_once_
     assert roots == [(K, "C0PAY", True), (other, "C0PAY", True), ("1773459999.000001", "C0INCIDENTS", False)]
     assert slack.info_calls == ["C0PAY", "C0INCIDENTS"]  # cached per channel
     intents = [e.channel_private for e in emitted if isinstance(e, SlackPostRecorded) and e.phase == "intent"]
-    assert intents == [None, None, None]  # asked only once the root exists
+    assert intents == [None, None, None]  # said on the outcome, asked before the post
 
 
 def test_a_post_waits_for_its_rounds_marker_and_a_dead_rounds_post_is_never_said() -> None:

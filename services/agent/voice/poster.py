@@ -170,14 +170,16 @@ class Voice:
         if known is not None:
             self.done[d.post_id] = known
             return known
+        # Asked before the post, so nothing but the record follows Slack's answer (a root only).
+        private = await self._channel_private(d.channel) if d.thread_ts is None else None
         found = await self.slack.find(d.channel, d.thread_ts, d.post_id)
         if found is not None:  # posted by a poster that died before its record
-            await self._record(d, "found", found)
+            await self._record(d, "found", found, private)
             self.outcome.found.append(d.post_id)
             return found
-        await self._record(d, "intent", None)
+        await self._record(d, "intent", None, None)
         ts = await self.slack.post(d.channel, d.thread_ts, d.text, d.blocks, metadata(d.post_id, d.thread))
-        await self._record(d, "posted", ts)
+        await self._record(d, "posted", ts, private)
         self.outcome.posted.append(d.post_id)
         log.info("posted", extra=about(d.thread, d.post_id, channel=d.channel, slack_ts=ts))
         return ts
@@ -188,9 +190,7 @@ class Voice:
             self.privacy[channel] = await self.slack.is_private(channel)
         return self.privacy[channel]
 
-    async def _record(self, d: Delivery, phase: str, ts: str | None) -> None:
-        root = d.thread_ts is None
-        private = await self._channel_private(d.channel) if root and phase != "intent" else None
+    async def _record(self, d: Delivery, phase: str, ts: str | None, private: bool | None) -> None:
         await self.emit(
             SlackPostRecorded(
                 thread_ts=d.thread,
@@ -201,7 +201,7 @@ class Voice:
                 phase=phase,  # type: ignore[arg-type]
                 channel=d.channel,
                 slack_ts=ts,
-                root=root,
+                root=d.thread_ts is None,
                 channel_private=private,
             )
         )
