@@ -173,3 +173,19 @@ def test_profiles_know_channels_and_privacy(projected: psycopg.Connection) -> No
     )
     assert rows[QUERY] == f"({PUBLIC},f)" and rows[PRIVATE_SAME] == f"({SECRET},t)"
     assert rows[ALERT_KEY] == f"({SECRET},t)" and rows[CONCURRENT_PAY] == f"({PAYMENTS},f)"
+
+
+def test_a_rounds_facts_count_only_once_its_marker_published_it(
+    pg_conn: psycopg.Connection, pg_schema: str
+) -> None:
+    thread = thread_key(PUBLIC, "1773600000.000100")
+    events = incident(thread, T0, service="checkout-api", lines=oom_lines(5), text="heap", resolved=False)
+    marker = next(e for e in events if isinstance(e, RoundCommitted))
+    before = [e for e in events if e is not marker]
+    assert apply_events(pg_conn, before, pg_schema) == []
+    patterns = "SELECT signatures FROM incident_profiles WHERE thread_ts = %s"
+    assert pg_conn.execute(patterns, (thread,)).fetchone() == ([],)  # the round died so far: it says nothing
+    pg_conn.commit()
+    assert apply_events(pg_conn, [marker], pg_schema) == []
+    (signatures,) = pg_conn.execute(patterns, (thread,)).fetchone()  # type: ignore[misc]
+    assert any("heap out of memory" in s for s in signatures)
