@@ -10,6 +10,7 @@ No model is called: a skeleton is the line with its variable parts masked.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -85,7 +86,9 @@ def _message_of(line: str) -> str:
     return stripped
 
 
+@functools.lru_cache(maxsize=65536)
 def is_error(skel: str) -> bool:
+    """Whether a skeleton is error-or-worse (cached: the same skeletons recur across every rebuild)."""
     return _ERROR_WORDS.search(skel) is not None
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import asdict
 from datetime import UTC
 from typing import Any
 
@@ -94,7 +93,7 @@ def write_profiles(conn: psycopg.Connection, facts: Sequence[ProfileFact], threa
 
 def profile_params(profile: Profile) -> dict[str, Any]:
     labels = profile.labels
-    return {
+    params: dict[str, Any] = {
         "thread_ts": profile.thread_ts,
         "alertname": profile.alertname,
         "service": labels.get("service"),
@@ -114,5 +113,6 @@ def profile_params(profile: Profile) -> dict[str, Any]:
         "claims": list(profile.claims),
         "decisions": list(profile.decisions),
         "discussion": profile.discussion,
-        "sha": hashlib.sha256(canonical_json(asdict(profile)).encode()).hexdigest(),
     }
+    params["sha"] = hashlib.sha256(canonical_json(params).encode()).hexdigest()  # every column, canonically
+    return params
