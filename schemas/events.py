@@ -13,7 +13,16 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    field_validator,
+    model_serializer,
+)
 
 from schemas.canonical import canonical_json, canonical_json_bytes
 from schemas.ids import NULL_ROUND, message_id
@@ -75,6 +84,38 @@ class AlertReceived(EventBase):
     window_start: AwareDatetime
     window_end: AwareDatetime
     alert: dict[str, Any]
+    # What the model sees of the alert row when it differs from the content (redacted at write time by
+    # the compactor); None: the model sees the content. Left out of the bytes when None.
+    compact: dict[str, Any] | None = None
+
+    def row_content(self) -> dict[str, Any]:
+        """The alert row's `content` (the raw, verbatim): the one shape the projector stores and the
+        compactor renders the model's view of."""
+        return self.model_dump(
+            mode="json",
+            include={"status", "service", "alertname", "fingerprint", "window_start", "window_end", "alert"},
+        )
+
+    @model_serializer(mode="wrap")
+    def _without_null_compact(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_null_compact(handler(self))
+
+
+def _drop_null_compact(dumped: Any) -> Any:
+    """An event with no write-time compact serialises as it did before the field existed: the same
+    bytes on the topics for the same fact, whichever code wrote it."""
+    if isinstance(dumped, dict) and dumped.get("compact", 0) is None:
+        dumped.pop("compact")
+    return dumped
+
+
+def _drop_nulls(dumped: Any, keys: tuple[str, ...]) -> Any:
+    """Optional fields added later serialise as absent when None: old facts keep their bytes."""
+    if isinstance(dumped, dict):
+        for key in keys:
+            if key in dumped and dumped[key] is None:
+                dumped.pop(key)
+    return dumped
 
 
 class IncidentStateChanged(EventBase):
@@ -101,6 +142,24 @@ class HumanMessage(EventBase):
     # `app_mention` carries none, so a mention's event may lack it; its `message` twin has it, and
     # the projector keeps the observation as a fact of its own (never lost to the id's dedupe).
     channel_type: ChannelType | None = None
+    # What the model sees of the human row when it differs from the content (redacted, and later pastes
+    # compacted, at write time by the compactor); None: the model sees the content. Not in the bytes when None.
+    compact: dict[str, Any] | None = None
+
+    def row_content(self) -> dict[str, Any]:
+        """The human row's `content` (the raw, verbatim): the one shape the projector stores and the
+        compactor renders the model's view of."""
+        return {
+            "user": self.user,
+            "ts": self.ts,
+            "text": self.text,
+            "mention": self.mention,
+            "edit_of": self.edit_of,
+        }
+
+    @model_serializer(mode="wrap")
+    def _without_null_compact(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_nulls(_drop_null_compact(handler(self)), ("channel_type",))
 
 
 class ToolCall(BaseModel):
@@ -205,6 +264,10 @@ class SlackPostRecorded(EventBase):
     # For a thread's root: whether its channel is private (`conversations.info`'s `is_private`), so
     # recall knows where an alert-opened incident may be seen (invariant 14). None: not asked.
     channel_private: bool | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_null_privacy(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_nulls(handler(self), ("channel_private",))
 
 
 class RoundCommitted(EventBase):

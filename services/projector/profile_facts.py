@@ -31,6 +31,7 @@ from schemas.incident_profile import (
     prometheus_facts,
 )
 from schemas.tools import tool_map
+from services.boundary.redact import redact_text, redact_value
 
 
 @dataclass(frozen=True)
@@ -88,14 +89,29 @@ def _visibility(event: HumanMessage, channel_type: str) -> ProfileFact:
     return _fact(event, source, "channel", facts, in_round=False)
 
 
+def _redacted_facts(facts: dict[str, Any]) -> dict[str, Any]:
+    """A tool's facts with every credential a log line held replaced by its typed marker (keys too)."""
+    patterns = facts.get("patterns")
+    if isinstance(patterns, dict):
+        merged: dict[str, int] = {}
+        for key, count in patterns.items():
+            clean = redact_text(key)
+            merged[clean] = merged.get(clean, 0) + count
+        facts = {**facts, "patterns": merged}
+    return dict(redact_value(facts))
+
+
 def _facts_of(event: EventBase) -> tuple[str, dict[str, Any]] | None:
     if isinstance(event, AlertReceived):
         return "alert", alert_facts(event.alert, event.alertname, event.service, event.status)
     if isinstance(event, HumanMessage):
-        return "human", {"text": event.text, "decisions": decisions(event.text)}
+        text = redact_text(
+            event.text
+        )  # recall's reasons reach other threads, models and posts (invariant 13)
+        return "human", {"text": text, "decisions": decisions(text)}
     if isinstance(event, CompactedToolResult):
         extract = _TOOL_FACTS.get(_TOOLS.get(event.tool, ""))
-        return None if extract is None else ("tool", extract(event.raw))
+        return None if extract is None else ("tool", _redacted_facts(extract(event.raw)))
     if isinstance(event, AiMessage) and event.claims:
         return "claims", {"claims": [c.text for c in event.claims]}
     if isinstance(event, JudgeVerdict):
