@@ -189,3 +189,30 @@ def test_a_rounds_facts_count_only_once_its_marker_published_it(
     assert apply_events(pg_conn, [marker], pg_schema) == []
     (signatures,) = pg_conn.execute(patterns, (thread,)).fetchone()  # type: ignore[misc]
     assert any("heap out of memory" in s for s in signatures)
+
+
+def test_the_command_prints_hits_as_json_and_a_bad_thread_exits_2(
+    projected: psycopg.Connection, pg_schema: str, pg_dsn: str
+) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cli = str(Path(sys.executable).parent / "incident-memory")
+    env = {**os.environ, "DATABASE_URL": pg_dsn, "RECALL_CHANNEL_GROUPS": json.dumps([[PUBLIC, PAYMENTS]])}
+    done = subprocess.run(
+        [cli, "recall", QUERY, "--k", "1", "--json", "--schema", pg_schema],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    hits = json.loads(done.stdout)
+    assert [(h["thread"], h["kind"]) for h in hits] == [(CONCURRENT_PAY, "concurrent"), (PAST, "historical")]
+    assert all(set(h) == {"thread", "kind", "score", "reasons"} and h["reasons"] for h in hits)
+    bad = subprocess.run(
+        [cli, "recall", "nope", "--schema", pg_schema], env=env, capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no incident profile" in bad.stderr
