@@ -18,10 +18,11 @@ from typing import Any, Final
 
 import psycopg
 
-from schemas.recall_scoring import Candidate, Hit, Rarity, rank
+from schemas.recall_scoring import RARE_SHARE, Candidate, Hit, Rarity, rank
 
 GROUPS_ENV: Final = "RECALL_CHANNEL_GROUPS"
-CANDIDATES: Final = 400  # per source (rare patterns, reasons, labels, words), before scoring
+CANDIDATES: Final = 120  # from rare patterns; half as many by alert and service, a quarter by reasons
+PICK_FLOOR: Final = 50  # incidents a key may be seen in and still pick candidates, whatever the share
 RARE_SIGNATURES: Final = 12  # the query's rarest patterns that pick candidates
 
 
@@ -72,32 +73,23 @@ _COLUMNS = """thread_ts, alertname, service, namespace, cluster, severity, chann
 
 _ONE = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = %s"
 
-# Candidates: sharing a rare pattern, a pod reason, the alert and service, or the discussion's words;
-# each source bounded, all confined to the channels the thread may see.
-_CANDIDATES = f"""
-WITH seen AS (
-    SELECT * FROM incident_profiles
-    WHERE channel = ANY(%(channels)s::text[]) AND (NOT private OR channel = %(own)s) AND thread_ts <> %(thread)s
-), picked AS (
-    (SELECT thread_ts FROM seen WHERE signatures && %(rare)s::text[] LIMIT {CANDIDATES})
-    UNION (SELECT thread_ts FROM seen WHERE reason_keys && %(reasons)s::text[] LIMIT {CANDIDATES})
-    UNION (SELECT thread_ts FROM seen WHERE alertname = %(alertname)s AND service = %(service)s
-           ORDER BY opened_at DESC LIMIT {CANDIDATES})
-    UNION (SELECT thread_ts FROM seen WHERE discussion_tsv @@ to_tsquery('english', %(words)s)
-           ORDER BY ts_rank_cd(discussion_tsv, to_tsquery('english', %(words)s)) DESC LIMIT {CANDIDATES})
+# Candidates: sharing one of the query's rarest patterns, or recent ones with its alert and service, or with
+# its pod reasons; each source bounded (its index decides), all confined to the channels the thread may see.
+_VISIBLE = (
+    "channel = ANY(%(channels)s::text[]) AND (NOT private OR channel = %(own)s) AND thread_ts <> %(thread)s"
 )
-SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts IN (SELECT thread_ts FROM picked)
+_CANDIDATES = f"""
+SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts IN (
+    (SELECT thread_ts FROM incident_profiles WHERE signatures && %(rare)s::text[] AND {_VISIBLE}
+     ORDER BY opened_at DESC LIMIT {CANDIDATES})
+    UNION (SELECT thread_ts FROM incident_profiles WHERE alertname = %(alertname)s AND service = %(service)s
+           AND {_VISIBLE} ORDER BY opened_at DESC LIMIT {CANDIDATES // 2})
+    UNION (SELECT thread_ts FROM incident_profiles WHERE reason_keys && %(reasons)s::text[] AND {_VISIBLE}
+           ORDER BY opened_at DESC LIMIT {CANDIDATES // 4})
+)
 """
 
-_DF = """
-SELECT s, (SELECT count(*) FROM incident_profiles p WHERE p.signatures @> ARRAY[s])
-FROM unnest(%s::text[]) AS s
-"""
-_REASON_DF = """
-SELECT s, (SELECT count(*) FROM incident_profiles p WHERE p.reason_keys @> ARRAY[s])
-FROM unnest(%s::text[]) AS s
-"""
-_TOTAL = "SELECT count(*) FROM incident_profiles"
+_COUNTS = "SELECT key, n FROM incident_signature_counts WHERE key = ANY(%s::text[])"
 
 
 def candidate_of(row: Sequence[Any]) -> Candidate:
@@ -134,16 +126,18 @@ def load_profile(conn: psycopg.Connection, thread: str) -> Candidate:
 
 
 def _rarity(conn: psycopg.Connection, q: Candidate) -> Rarity:
-    total = int(conn.execute(_TOTAL).fetchone()[0])  # type: ignore[index]
-    df = {s: int(n) for s, n in conn.execute(_DF, (sorted(q.patterns),)).fetchall()}
-    df |= {f"reason:{s}": int(n) for s, n in conn.execute(_REASON_DF, (sorted(q.reasons),)).fetchall()}
-    return Rarity(total, df)
+    """IDF from the counts the projector keeps (never a count over all profiles at query time)."""
+    keys = [*q.patterns, *(f"reason:{r}" for r in q.reasons), "#incidents"]
+    counts = {k: int(n) for k, n in conn.execute(_COUNTS, (sorted(keys),)).fetchall()}
+    return Rarity(counts.pop("#incidents", 1), counts)
 
 
-def _words(q: Candidate) -> str:
-    """An OR query of the discussion's lexemes (quoted, so no lexeme is read as an operator)."""
-    words = sorted(w for w in q.lexemes if w.isalnum())[:64]
-    return " | ".join(f"'{w}'" for w in words) or "''"
+def _rare(rarity: Rarity, keys: Iterable[str]) -> list[str]:
+    """The query's keys seen in at most RARE_SHARE of incidents, rarest first: the ones that pick candidates
+    (a common one would pick half the table and say nothing)."""
+    most = max(RARE_SHARE * rarity.total, PICK_FLOOR)  # in a small history every key is worth a look
+    rare = [k for k in keys if rarity.df.get(k, 1) <= most]
+    return sorted(rare, key=lambda k: (-rarity.idf(k), k))[:RARE_SIGNATURES]
 
 
 def recall(
@@ -160,10 +154,11 @@ def recall(
     if not channels:
         return []
     rarity = _rarity(conn, q)
-    rare = sorted(q.patterns, key=lambda s: (-rarity.idf(s), s))[:RARE_SIGNATURES]
+    rare = _rare(rarity, q.patterns)
+    reasons = _rare(rarity, [f"reason:{r}" for r in q.reasons])
     params: Mapping[str, Any] = {
-        "channels": channels, "own": q.channel, "thread": thread, "rare": rare, "reasons": sorted(q.reasons),
-        "alertname": q.labels.get("alertname"), "service": q.labels.get("service"), "words": _words(q),
+        "channels": channels, "own": q.channel, "thread": thread, "rare": rare, "reasons": [r.removeprefix("reason:") for r in reasons],
+        "alertname": q.labels.get("alertname"), "service": q.labels.get("service"),
     }  # fmt: skip
     found = [candidate_of(r) for r in conn.execute(_CANDIDATES, params).fetchall()]
     allowed = [c for c in found if may_see(q.channel, c.channel, c.private, groups)]

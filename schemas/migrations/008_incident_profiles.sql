@@ -43,13 +43,20 @@ CREATE INDEX IF NOT EXISTS incident_profiles_tsv ON incident_profiles USING gin 
 CREATE INDEX IF NOT EXISTS incident_profiles_channel_opened ON incident_profiles (channel, opened_at);
 CREATE INDEX IF NOT EXISTS incident_profiles_service ON incident_profiles (service, alertname);
 
+-- How many incidents hold each pattern signature (and `reason:<Reason>`; `#incidents` counts them all),
+-- kept by the projector as profiles change, so recall weighs rarity (IDF) without counting at query time.
+CREATE TABLE IF NOT EXISTS incident_signature_counts (
+    key  text PRIMARY KEY,
+    n    integer NOT NULL
+);
+
 DO $$
 BEGIN
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'incident_memory_reader') THEN
-        EXECUTE format('GRANT SELECT ON incident_profile_facts, incident_profiles TO incident_memory_reader');
+        EXECUTE format('GRANT SELECT ON incident_profile_facts, incident_profiles, incident_signature_counts TO incident_memory_reader');
     END IF;
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'incident_memory_projector') THEN
-        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON incident_profile_facts, incident_profiles '
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON incident_profile_facts, incident_profiles, incident_signature_counts '
                        'TO incident_memory_projector');
     END IF;
 END

@@ -52,6 +52,38 @@ WHERE incident_profiles.profile_sha256 <> EXCLUDED.profile_sha256
 """
 
 
+OLD_KEYS = (
+    "SELECT thread_ts, signatures, reason_keys FROM incident_profiles WHERE thread_ts = ANY(%s::text[])"
+)
+
+BUMP_COUNTS = """
+INSERT INTO incident_signature_counts (key, n) SELECT * FROM unnest(%s::text[], %s::int[]) ORDER BY 1
+ON CONFLICT (key) DO UPDATE SET n = incident_signature_counts.n + EXCLUDED.n
+"""
+
+TOTAL_KEY = "#incidents"
+
+
+def signature_keys(signatures: Sequence[str], reasons: Sequence[str]) -> set[str]:
+    """The keys whose incident counts recall's rarity reads (a reason under `reason:`)."""
+    return {*signatures, *(f"reason:{r}" for r in reasons)}
+
+
+def count_deltas(old: dict[str, set[str]], new: dict[str, set[str]]) -> dict[str, int]:
+    """How the per-key incident counts change when the profiles `old` become `new` (a new profile counts once)."""
+    delta: dict[str, int] = {}
+    for thread, keys in new.items():
+        before = old.get(thread)
+        if before is None:
+            delta[TOTAL_KEY] = delta.get(TOTAL_KEY, 0) + 1
+            before = set()
+        for key in keys - before:
+            delta[key] = delta.get(key, 0) + 1
+        for key in before - keys:
+            delta[key] = delta.get(key, 0) - 1
+    return {k: v for k, v in delta.items() if v}
+
+
 def split_profile_ops(ops: Sequence[Op]) -> tuple[list[Op], list[ProfileFact]]:
     """The plan's operations and the profile's facts, apart (the plans know nothing of profiles)."""
     rest: list[Op] = [op for op in ops if not isinstance(op, ProfileFact)]
@@ -87,8 +119,16 @@ def write_profiles(conn: psycopg.Connection, facts: Sequence[ProfileFact], threa
     for thread, source_id, kind, at, body in cur.execute(VISIBLE_FACTS, (list(threads),)).fetchall():
         grouped.setdefault(thread, []).append(Fact(source_id, kind, at.astimezone(UTC).isoformat(), body))
     rows = [profile_params(build_profile(t, grouped[t])) for t in sorted(grouped)]
-    if rows:
-        cur.executemany(UPSERT_PROFILE, rows)
+    if not rows:
+        return
+    old = {t: signature_keys(s, r) for t, s, r in cur.execute(OLD_KEYS, (sorted(grouped),)).fetchall()}
+    delta = count_deltas(
+        old, {r["thread_ts"]: signature_keys(r["signatures"], r["reason_keys"]) for r in rows}
+    )
+    cur.executemany(UPSERT_PROFILE, rows)
+    if delta:
+        keys = sorted(delta)
+        cur.execute(BUMP_COUNTS, (keys, [delta[k] for k in keys]))
 
 
 def profile_params(profile: Profile) -> dict[str, Any]:

@@ -216,3 +216,16 @@ def test_the_command_prints_hits_as_json_and_a_bad_thread_exits_2(
         [cli, "recall", "nope", "--schema", pg_schema], env=env, capture_output=True, text=True
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no incident profile" in bad.stderr
+
+
+def test_the_signature_counts_equal_a_recount_of_the_profiles(projected: psycopg.Connection) -> None:
+    """Recall's rarity reads counts the projector keeps as profiles change; they must equal a full recount."""
+    recount = projected.execute(
+        "SELECT k, count(*)::int FROM (SELECT unnest(signatures) AS k FROM incident_profiles"
+        " UNION ALL SELECT 'reason:' || unnest(reason_keys) FROM incident_profiles"
+        " UNION ALL SELECT '#incidents' FROM incident_profiles) s GROUP BY k ORDER BY k"
+    ).fetchall()
+    kept = projected.execute(
+        "SELECT key, n FROM incident_signature_counts WHERE n <> 0 ORDER BY key"
+    ).fetchall()
+    assert kept == recount and len(kept) >= 4

@@ -67,6 +67,7 @@ def snapshot(conn: psycopg.Connection, schema: str) -> dict[str, list[tuple[obje
         "projector_offsets": "SELECT * FROM {}.projector_offsets ORDER BY 1, 2, 3",
         "incident_profile_facts": "SELECT * FROM {}.incident_profile_facts ORDER BY 1, 2",
         "incident_profiles": "SELECT * FROM {}.incident_profiles ORDER BY thread_ts",
+        "incident_signature_counts": "SELECT * FROM {}.incident_signature_counts WHERE n <> 0 ORDER BY key",
     }
     out = {name: conn.execute(sql.format(f'"{schema}"')).fetchall() for name, sql in q.items()}
     conn.commit()
