@@ -22,6 +22,7 @@ from schemas.recall_scoring import RARE_SHARE, Candidate, Hit, Rarity, rank
 
 GROUPS_ENV: Final = "RECALL_CHANNEL_GROUPS"
 CANDIDATES: Final = 120  # from rare patterns; half as many by alert and service, a quarter by reasons
+OPEN_AT_MOST: Final = "7 days"  # an incident opened longer ago than this is not looked at as concurrent
 PICK_FLOOR: Final = 50  # incidents a key may be seen in and still pick candidates, whatever the share
 RARE_SIGNATURES: Final = 12  # the query's rarest patterns that pick candidates
 
@@ -74,7 +75,8 @@ _COLUMNS = """thread_ts, alertname, service, namespace, cluster, severity, chann
 _ONE = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = %s"
 
 # Candidates: sharing one of the query's rarest patterns, or recent ones with its alert and service, or with
-# its pod reasons; each source bounded (its index decides), all confined to the channels the thread may see.
+# its pod reasons, or open around the time it opened (concurrent recall is by time first, cause second);
+# each source bounded, all confined to the channels the thread may see.
 _VISIBLE = (
     "channel = ANY(%(channels)s::text[]) AND (NOT private OR channel = %(own)s) AND thread_ts <> %(thread)s"
 )
@@ -86,6 +88,11 @@ SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts IN (
            AND {_VISIBLE} ORDER BY opened_at DESC LIMIT {CANDIDATES // 2})
     UNION (SELECT thread_ts FROM incident_profiles WHERE reason_keys && %(reasons)s::text[] AND {_VISIBLE}
            ORDER BY opened_at DESC LIMIT {CANDIDATES // 4})
+    UNION (SELECT thread_ts FROM incident_profiles
+           WHERE opened_at BETWEEN to_timestamp(%(opened)s) - interval '1 hour' - %(longest)s::interval
+                               AND to_timestamp(%(opened)s) + interval '1 hour'
+             AND (resolved_at IS NULL OR resolved_at >= to_timestamp(%(opened)s) - interval '1 hour')
+             AND {_VISIBLE} ORDER BY opened_at DESC LIMIT {CANDIDATES})
 )
 """
 
@@ -158,6 +165,7 @@ def recall(
     reasons = _rare(rarity, [f"reason:{r}" for r in q.reasons])
     params: Mapping[str, Any] = {
         "channels": channels, "own": q.channel, "thread": thread, "rare": rare, "reasons": [r.removeprefix("reason:") for r in reasons],
+        "opened": q.opened_at, "longest": OPEN_AT_MOST,
         "alertname": q.labels.get("alertname"), "service": q.labels.get("service"),
     }  # fmt: skip
     found = [candidate_of(r) for r in conn.execute(_CANDIDATES, params).fetchall()]
