@@ -162,3 +162,14 @@ def _names(values: Sequence[str]) -> str:
     if cut >= 4 and all(len(v) > cut for v in values):
         return f"{common[:cut]}{{{','.join(v[cut:] for v in values)}}}"
     return ", ".join(values)
+
+
+def families(
+    streams: Sequence[Mapping[str, str]], used: Collection[int], hidden: Collection[str] = ()
+) -> dict[int, tuple[tuple[str, str], ...]]:
+    """Each used stream's family: its labels without its source's name (the identity label) and
+    without the labels of lines (`LINE_KEYS`, `hidden` metadata): the pods of one app, its stdout and stderr, are one
+    family, and write one layout."""
+    identity = StreamSet(streams, used, hidden).identity
+    skip = {identity, *LINE_KEYS, *hidden}
+    return {i: tuple(sorted((k, v) for k, v in streams[i].items() if k not in skip)) for i in used}

@@ -33,7 +33,7 @@ from services.compactor.log_anatomy import (
     split_line,
 )
 from services.compactor.log_patterns import WILD, WORD, digit_family, mine_words, word_spans
-from services.compactor.log_streams import StreamSet
+from services.compactor.log_streams import StreamSet, families
 from services.compactor.model import Draft, Item, RawFormatError
 from services.compactor.render import clip, value_range
 from services.compactor.timefmt import Clock, ns_from_integer, ns_from_rfc3339, shown
@@ -204,15 +204,17 @@ def _read(line: str, shape: HeaderShape, label_level: str | None) -> _Reading:
 
 
 def _patterns(
-    entries: Sequence[Entry], streams: Sequence[Mapping[str, str]]
+    entries: Sequence[Entry], streams: Sequence[Mapping[str, str]], hidden: frozenset[str] = frozenset()
 ) -> tuple[list[_Pattern], list[str], list[list[str]]]:
     """Patterns (one template at one level), the messages and the raw words of every entry."""
-    shapes: dict[int, HeaderShape] = {}
-    by_stream: dict[int, list[str]] = {}
+    # One header shape per family of streams (the same labels but the source's name: one app's
+    # pods write one layout), so a template reads alike on every pod of its app.
+    family_of = families(streams, {s for _, s, _ in entries}, hidden)
+    by_family: dict[tuple[tuple[str, str], ...], list[str]] = {}
     for _, s_index, line in entries:
-        by_stream.setdefault(s_index, []).append(line)
-    for s_index, lines in by_stream.items():
-        shapes[s_index] = learn_header(lines)
+        by_family.setdefault(family_of[s_index], []).append(line)
+    learnt = {key: learn_header(lines) for key, lines in by_family.items()}
+    shapes = {s_index: learnt[key] for s_index, key in family_of.items()}
     label_levels = [_label_level(labels) for labels in streams]
     messages: list[str] = []
     levels: list[str] = []
@@ -348,7 +350,7 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
     if not entries:
         header = {"evidence": evidence_id, "summary": "0 lines"}
         return Draft(headers=(header,), section="patterns", kind="patterns", unit="lines", items=())
-    patterns, messages, raws = _patterns(entries, streams)
+    patterns, messages, raws = _patterns(entries, streams, hidden)
     sources = StreamSet(streams, {s for _, s, _ in entries}, hidden)
     clock = Clock(entries[0][0], entries[-1][0])
     spread: Counter[str] = Counter()
@@ -521,8 +523,8 @@ def _salience(pattern: _Pattern) -> int:
 def line_patterns(raw: Any) -> list[tuple[str, int]]:
     """(line, the index of its pattern) for every entry of a raw: the grouping the digest is made of,
     for measuring it against labels (benchmarks/bench_compactor_quality.py)."""
-    entries, streams = parse(raw)
-    patterns, _, _ = _patterns(entries, streams)
+    entries, streams, hidden = _parse(raw)
+    patterns, _, _ = _patterns(entries, streams, hidden)
     of = {}
     for index, pattern in enumerate(patterns):
         for member in pattern.members:

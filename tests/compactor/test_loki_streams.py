@@ -140,3 +140,28 @@ def test_a_json_lines_error_field_comes_right_after_its_message() -> None:
     )
     anatomy = split_line(line, learn_header([line]))
     assert anatomy.message == "charge failed error=EOF order=7 user=u1 http.code=502"
+
+
+def test_one_apps_pods_read_one_layout_so_a_template_is_one_pattern_across_them() -> None:
+    """A pod that writes only errors must not learn another header than its siblings: the header is
+    learnt per family of streams (the labels but the pod), never per stream."""
+
+    def pg(n: int, tag: str, text: str) -> str:
+        return f"2026-03-14 03:12:{n % 60:02d}.123 UTC [{1000 + n}] {tag}:  {text}"
+
+    busy = [pg(n, "LOG", f"checkpoint complete {n}") for n in range(30)]
+    busy += [pg(n, "ERROR", "could not serialize access: concurrent update") for n in range(5)]
+    failing = [pg(n, "ERROR", "could not serialize access: concurrent update") for n in range(20)]
+    raw = {
+        "data": {
+            "result": [
+                _stream({"app": "postgres", "pod": "postgres-0"}, busy),
+                _stream({"app": "postgres", "pod": "postgres-1"}, failing, start=100),
+            ]
+        }
+    }
+    grouped = loki.line_patterns(raw)
+    serialize = {p for line, p in grouped if "serialize" in line}
+    assert len(serialize) == 1
+    out = compact_tool_result("query_loki", raw, {"evidence_id": "x"}, budget=500)
+    assert _pattern(out.compact["patterns"], "serialize").startswith("25×")
