@@ -124,7 +124,8 @@ def test_structured_metadata_levels_lines_and_never_reads_as_a_source() -> None:
     declined = _pattern(out.compact["patterns"], "declined")
     assert declined.startswith("6×") and " ERROR " in declined
     assert "trace_id" not in json.dumps(out.compact)
-    assert sum(int(_COUNT.match(p)[1]) for p in out.compact["patterns"]) == 10  # type: ignore[index]
+    counts = [_COUNT.match(p) for p in out.compact["patterns"]]
+    assert sum(int(m.group(1)) for m in counts if m is not None) == 10 and None not in counts
 
 
 def test_metadata_that_is_not_an_object_is_a_format_error() -> None:
