@@ -19,11 +19,22 @@ from typing import Any
 
 from schemas import topics
 from schemas.tools import TOOL_MAP_ENV, ToolMapError, tool_map
+from services.boundary.scope import ScopePolicy, policy_from_json
 from services.runtime.errors import UserFacingError
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.loading import json_object_setting
 
 EVIDENCE_TOOL = "get_evidence"  # reads a raw back; never a telemetry query, never compacted
+SCOPE_ENV = "TOOL_SCOPE"  # services/boundary/scope.py ScopePolicy, as one JSON object
+
+
+def policy_from_env(env: Mapping[str, str] | None = None) -> ScopePolicy:
+    """The `TOOL_SCOPE` policy (defaults when unset); a bad one is a one-line start-up error."""
+    value = json_object_setting(SCOPE_ENV, env=os.environ if env is None else env)
+    try:
+        return policy_from_json(value)
+    except ValueError as exc:
+        raise UserFacingError(f"{SCOPE_ENV}: {exc}") from None
 
 
 def default_cli() -> str:
@@ -78,6 +89,7 @@ class AgentConfig:
     projection_timeout: float = 60.0
     max_tool_turns: int = 4
     step_delay: float = 0.0  # seconds to pause after each node; slow motion for demos and crash tests
+    tool_scope: ScopePolicy = field(default_factory=policy_from_env)  # every tool call checked by it
 
     def compactor_for(self, tool: str) -> str:
         """Which compactor a tool's raw goes to (the compactor's own map); an unmapped tool keeps its
@@ -130,7 +142,7 @@ def build_config(
     servers_raw = merged.pop("mcp_servers", None)
     models_raw = merged.pop("models", None) or {}
     compactors = tools_from_env(env)
-    known = set(AgentConfig.__dataclass_fields__) - {"mcp_servers", "models", "tool_compactors"}
+    known = set(AgentConfig.__dataclass_fields__) - {"mcp_servers", "models", "tool_compactors", "tool_scope"}
     unknown = set(merged) - known
     if unknown:
         raise UserFacingError(f"unknown agent config keys: {sorted(unknown)}")

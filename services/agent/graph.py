@@ -137,8 +137,12 @@ def build_graph(deps: RoundDeps) -> Any:
         done_now = {
             call_key(c["name"], c["args"]) for m in turn if isinstance(m, AIMessage) for c in m.tool_calls
         }
+        checked_notes: list[str] = []
         for call in answer.tool_calls if i < deps.config.max_tool_turns else []:
-            args = dict(call.get("args") or {})
+            checked = deps.tools.guard.check(call["name"], dict(call.get("args") or {}))
+            args = checked.args  # clamped to the window and limits; a refusal is answered by tools
+            if checked.notes:
+                checked_notes.append(f"{call['name']}: {checked.note_text()}")
             key = call_key(call["name"], args)
             if key in earlier:  # already in evidence: never repeat it
                 skipped.append(f"{call['name']} -> {earlier[key]}")
@@ -150,6 +154,8 @@ def build_graph(deps: RoundDeps) -> Any:
         text = answer.content if isinstance(answer.content, str) else render_for_model(answer.content)
         if skipped:
             text = f"{text} (already in evidence, not repeated: {'; '.join(skipped)})".strip()
+        if checked_notes:
+            text = f"{text} (checked before running: {'; '.join(checked_notes)})".strip()
         mid = deps.mid("investigate", i)
         await emit(
             AiMessage(
@@ -187,6 +193,8 @@ def build_graph(deps: RoundDeps) -> Any:
             body = render_for_model(outcome.compact)
             if mid not in body:
                 body = f"[evidence {mid}] {body}"
+            if outcome.note:  # the clamp is said with the result it shaped
+                body = f"[checked: {outcome.note}] {body}"
             turn.append(ToolMessage(content=body, tool_call_id=call["id"], id=mid))
             emitted.append(mid)
             k += 1
@@ -398,7 +406,7 @@ def evidence_index(deps: RoundDeps, turn: list[BaseMessage]) -> dict[str, dict[s
     for m in turn:
         if isinstance(m, ToolMessage) and m.id:
             body = m.content if isinstance(m.content, str) else render_for_model(m.content)
-            body = re.sub(r"^\[evidence [^\]]+\] ", "", body)
+            body = re.sub(r"^(\[checked: [^\]]*\] )?\[evidence [^\]]+\] ", "", body)
             try:
                 digest: Any = json.loads(body)
             except ValueError:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.ids import split_thread_key
 from services.boundary import timearg
 from services.boundary.selectors import Allowed, OutOfScope, check_logql, check_promql
 from services.boundary.timearg import NS_PER_S, BadTimeArg
@@ -63,9 +64,8 @@ def derive_scope(
     """The scope of one thread from what the projection holds about it."""
     labels: dict[str, frozenset[str]] = {}
     for label in scope_labels:
-        values = set()
-        if alert_labels and isinstance(alert_labels.get(label), str):
-            values.add(alert_labels[label])
+        given = (alert_labels or {}).get(label)
+        values = {given} if isinstance(given, str) else {v for v in given or () if isinstance(v, str)}
         extra = (channel_allow or {}).get(label) or []
         values.update(v for v in extra if isinstance(v, str))
         if values or alert_labels:
@@ -81,6 +81,20 @@ def derive_scope(
         span = f"the default {limits.default_window_s}s window ending at the mention"
         return Scope(thread_ts, (end - limits.default_window_s * NS_PER_S, end), labels, span)
     return Scope(thread_ts, None, labels, "no window (no alert and no mention)")
+
+
+def labels_of_alert(payload: Any) -> dict[str, list[str]]:
+    """Every label value an Alertmanager group names: its common labels and each alert's own."""
+    if not isinstance(payload, Mapping):
+        return {}
+    found: dict[str, list[str]] = {}
+    given = payload.get("alerts")
+    alerts: list[Any] = given if isinstance(given, list) else []
+    for labels in [payload.get("commonLabels"), *(a.get("labels") for a in alerts if isinstance(a, Mapping))]:
+        for key, value in (labels or {}).items() if isinstance(labels, Mapping) else ():
+            if isinstance(value, str) and value not in found.setdefault(key, []):
+                found[key].append(value)
+    return found
 
 
 def _clamp_window(args: dict[str, Any], scope: Scope, notes: list[str]) -> None:
@@ -172,3 +186,55 @@ def check_call(
     except (OutOfScope, BadTimeArg) as exc:
         return Checked(name, dict(args), (), f"{name} refused: {exc}")
     return Checked(name, clamped, tuple(notes))
+
+
+@dataclass(frozen=True)
+class ScopePolicy:
+    """The deployment's rule: which alert labels bound a thread, channels' allow-lists, the limits.
+
+    Read from one JSON object (`TOOL_SCOPE`), the same for the agent and the telemetry MCP server:
+    `{"labels": ["namespace"], "channels": {"C0123": {"namespace": ["payments"]}},
+    "default_window_s": 3600, "loki_limit": 5000, "prometheus_points": 1100, "max_range_s": 3600}`.
+    """
+
+    labels: tuple[str, ...] = ("namespace",)
+    channels: Mapping[str, Mapping[str, list[str]]] = field(default_factory=dict)
+    limits: Limits = Limits()
+
+    def scope_for(
+        self, thread_ts: str, window: tuple[str, str] | None, alert: Any, mention_ts: str | None
+    ) -> Scope:
+        channel = split_thread_key(thread_ts)[0]
+        allow = self.channels.get(channel) if channel else None
+        labels = labels_of_alert(alert) if alert is not None else None
+        return derive_scope(thread_ts, window, labels, mention_ts, allow, self.labels, self.limits)
+
+
+_LIMIT_KEYS = ("loki_limit", "prometheus_points", "max_range_s", "default_window_s")
+
+
+def policy_from_json(value: Mapping[str, Any]) -> ScopePolicy:
+    """Validate the `TOOL_SCOPE` object; ValueError names what is wrong."""
+    unknown = sorted(set(value) - {"labels", "channels", *_LIMIT_KEYS})
+    if unknown:
+        raise ValueError(f"unknown keys {', '.join(unknown)}")
+    labels = value.get("labels", ["namespace"])
+    if not isinstance(labels, list) or not labels or not all(isinstance(x, str) and x for x in labels):
+        raise ValueError("labels must be a non-empty list of label names")
+    channels = value.get("channels", {})
+    if not isinstance(channels, dict) or not all(
+        isinstance(allow, dict) and all(isinstance(v, list) for v in allow.values())
+        for allow in channels.values()
+    ):
+        raise ValueError('channels must map a channel id to {"label": ["value", ...]}')
+    numbers = {k: value[k] for k in _LIMIT_KEYS if k in value}
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in numbers.values()):
+        raise ValueError(f"{', '.join(_LIMIT_KEYS)} must be positive numbers")
+    base = Limits()
+    limits = Limits(
+        loki_limit=int(numbers.get("loki_limit", base.loki_limit)),
+        prometheus_points=int(numbers.get("prometheus_points", base.prometheus_points)),
+        max_range_s=float(numbers.get("max_range_s", base.max_range_s)),
+        default_window_s=int(numbers.get("default_window_s", base.default_window_s)),
+    )
+    return ScopePolicy(tuple(labels), channels, limits)
