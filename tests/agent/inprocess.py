@@ -191,4 +191,4 @@ class Seeded:
 
 def telemetry_server() -> McpServer:
     """The telemetry MCP server the agent starts by default (recorded back end), over stdio."""
-    return McpServer(name="telemetry", command=[default_cli(), "telemetry-mcp", "--backend", "recorded"])
+    return McpServer(name="telemetry", command=[default_cli(), "telemetry-mcp", "--backend", "recorded", "--unscoped"])
