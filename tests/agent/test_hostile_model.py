@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 OTHER = "C0PRIVATE-1770000000.000100"
 OTHER_RAW = "PRIVATE-INCIDENT-RAW-93f1c2"
 LO, HI = parse_time_ns(WINDOW_START), parse_time_ns(WINDOW_END)
-HOSTILE = [
+HOSTILE: list[dict[str, Any]] = [
     {"name": "query_loki", "args": {"query": '{namespace="shop"}', "start": "2016-01-01T00:00:00Z",
                                     "end": "2026-12-31T00:00:00Z", "limit": 50000}},
     {"name": "query_loki", "args": {"query": '{namespace="kube-system"} |= "password"',
