@@ -53,6 +53,9 @@ class McpServer:
     command: list[str] = field(default_factory=list)
     url: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    # Variables of the agent's own environment a stdio server may read, by name; beyond these and
+    # BASE_ENV it inherits nothing (not the model key, not the Kafka or Postgres passwords).
+    pass_env: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.command and not self.url:
@@ -97,12 +100,33 @@ class AgentConfig:
         return self.tool_compactors.get(tool, tool)
 
 
+# What any stdio MCP server inherits: how to run a program, nothing that authenticates anything.
+BASE_ENV = (
+    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "INCIDENT_MEMORY_STATE_DIR",
+)  # fmt: skip
+# Our telemetry server's own settings (its back ends and their tokens) and the scope policy.
+TELEMETRY_ENV = (
+    "TELEMETRY_MCP_BACKEND", "TELEMETRY_MCP_RECORDING", "LOKI_URL", "LOKI_TOKEN", "LOKI_TENANT",
+    "PROMETHEUS_URL", "PROMETHEUS_TOKEN", "TEMPO_URL", "TEMPO_TOKEN", "TEMPO_TENANT", "KUBERNETES_URL",
+    "KUBERNETES_TOKEN", "KUBERNETES_TOKEN_FILE", "KUBERNETES_CA_FILE", "KUBERNETES_SERVICE_HOST",
+    "KUBERNETES_SERVICE_PORT", "TELEMETRY_TIMEOUT_S", "TOOL_SCOPE",
+)  # fmt: skip
+
+
+def subprocess_env(server: McpServer, environ: Mapping[str, str]) -> dict[str, str]:
+    """The whole environment of a stdio MCP server: an explicit allow-list, never the agent's own."""
+    allowed = (*BASE_ENV, *server.pass_env)
+    return {**{k: environ[k] for k in allowed if k in environ}, **server.env}
+
+
 def default_servers(database_url: str, schema: str) -> tuple[McpServer, ...]:
     return (
         McpServer(
             name="telemetry",
             command=[default_cli(), "telemetry-mcp", "--backend", "recorded"],
             env={"DATABASE_URL": database_url, "TELEMETRY_MCP_SCHEMA": schema},
+            pass_env=TELEMETRY_ENV,
         ),
     )
 
@@ -148,13 +172,17 @@ def build_config(
         raise UserFacingError(f"unknown agent config keys: {sorted(unknown)}")
     try:
         models = ModelConfig(**models_raw)
-        servers = tuple(McpServer(**s) for s in servers_raw) if servers_raw else ()
+        servers = tuple(_server(s) for s in servers_raw) if servers_raw else ()
     except TypeError as exc:
         raise UserFacingError(f"bad agent config: {exc}") from None
     config = AgentConfig(mcp_servers=servers, models=models, tool_compactors=compactors, **merged)
     if not config.mcp_servers:
         config = _with_servers(config, default_servers(config.database_url, config.schema))
     return config
+
+
+def _server(raw: dict[str, Any]) -> McpServer:
+    return McpServer(**{**raw, "pass_env": tuple(raw.get("pass_env") or ())})
 
 
 def _with_servers(config: AgentConfig, servers: tuple[McpServer, ...]) -> AgentConfig:

@@ -18,7 +18,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Tool
 
-from services.agent.config import McpServer
+from services.agent.config import McpServer, subprocess_env
 from services.runtime.errors import UserFacingError
 
 log = logging.getLogger("agent.mcp")
@@ -67,7 +67,9 @@ class McpToolbox:
             read, write = streams[0], streams[1]
         else:
             params = StdioServerParameters(
-                command=server.command[0], args=list(server.command[1:]), env={**os.environ, **server.env}
+                command=server.command[0],
+                args=list(server.command[1:]),
+                env=subprocess_env(server, os.environ),
             )
             read, write = await self._stack.enter_async_context(stdio_client(params))
         session = await self._stack.enter_async_context(ClientSession(read, write))
