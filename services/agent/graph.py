@@ -34,11 +34,12 @@ from schemas.ids import message_id, tool_call_id
 from schemas.tokens import count_tokens, render_for_model
 from services.agent import metrics, prompts
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
-from services.agent.context import LoadedContext, message_tokens, to_messages
+from services.agent.context import LoadedContext, message_tokens, to_messages, tool_body
 from services.agent.emitter import EventEmitter
 from services.agent.mcp_client import McpToolbox
 from services.agent.preamble import evidence_in_hand, outside_window, pinned_window
 from services.agent.toolpath import ToolPath
+from services.boundary.framing import framed_within
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.graph")
@@ -190,9 +191,7 @@ def build_graph(deps: RoundDeps) -> Any:
             )
             if outcome.message_id.startswith(f"{deps.thread_ts}:{deps.round}:"):
                 mid = outcome.message_id  # a retry that planned in another order: the staged row stands
-            body = render_for_model(outcome.compact)
-            if mid not in body:
-                body = f"[evidence {mid}] {body}"
+            body = tool_body(mid, f"tool result of {call['name']}", outcome.compact)
             if outcome.note:  # the clamp is said with the result it shaped
                 body = f"[checked: {outcome.note}] {body}"
             turn.append(ToolMessage(content=body, tool_call_id=call["id"], id=mid))
@@ -406,7 +405,7 @@ def evidence_index(deps: RoundDeps, turn: list[BaseMessage]) -> dict[str, dict[s
     for m in turn:
         if isinstance(m, ToolMessage) and m.id:
             body = m.content if isinstance(m.content, str) else render_for_model(m.content)
-            body = re.sub(r"^(\[checked: [^\]]*\] )?\[evidence [^\]]+\] ", "", body)
+            body = re.sub(r"^(\[checked: [^\]]*\] )?\[evidence [^\]]+\] ", "", framed_within(body))
             try:
                 digest: Any = json.loads(body)
             except ValueError:

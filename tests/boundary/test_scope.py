@@ -120,7 +120,9 @@ def test_regex_alternation_of_literals_only() -> None:
 def test_a_mention_thread_gets_a_default_window_ending_at_the_mention() -> None:
     scope = derive_scope("C1-1.0", None, None, "1773478800.000100", {"namespace": ["payments"]})
     assert scope.window is not None and scope.window[1] - scope.window[0] == 3600 * 10**9
-    checked = check_call("query_loki", loki(start="2026-03-14T08:30:00Z", end="2026-03-14T10:00:00Z"), OFFERED, scope)
+    checked = check_call(
+        "query_loki", loki(start="2026-03-14T08:30:00Z", end="2026-03-14T10:00:00Z"), OFFERED, scope
+    )
     assert checked.args["end"] == "2026-03-14T09:00:00.0001Z" and checked.refusal is None
 
 
