@@ -191,4 +191,6 @@ class Seeded:
 
 def telemetry_server() -> McpServer:
     """The telemetry MCP server the agent starts by default (recorded back end), over stdio."""
-    return McpServer(name="telemetry", command=[default_cli(), "telemetry-mcp", "--backend", "recorded", "--unscoped"])
+    return McpServer(
+        name="telemetry", command=[default_cli(), "telemetry-mcp", "--backend", "recorded", "--unscoped"]
+    )

@@ -40,7 +40,9 @@ def _post(text: str) -> ThreadPost:
 def test_escape_makes_every_control_character_literal() -> None:
     assert escape("<!channel> & <@U1|bob>") == "&lt;!channel&gt; &amp; &lt;@U1|bob&gt;"
     assert CONTROL.search(escape(HOSTILE)) is None
-    assert link("https://grafana.example/d/x", "the <dash>") == "<https://grafana.example/d/x|the &lt;dash&gt;>"
+    assert (
+        link("https://grafana.example/d/x", "the <dash>") == "<https://grafana.example/d/x|the &lt;dash&gt;>"
+    )
 
 
 def test_a_hostile_post_reaches_slack_without_any_control_sequence() -> None:
