@@ -25,7 +25,13 @@ TRIGGER_TO_COMMIT_SECONDS = Histogram(
     ["reason"],
     buckets=(1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600),
 )
+# Tool labels come from a closed set (the known tools + "other"): the model chooses tool names, and a
+# label it could choose freely would grow the metric without bound.
+KNOWN_TOOLS = frozenset({"query_loki", "query_prometheus", "query_tempo", "get_pod_events", "get_evidence"})
 TOOL_CALLS = Counter("agent_tool_calls_total", "Real (uncached) tool calls through MCP", ["tool"])
+TOOL_REFUSALS = Counter(
+    "agent_tool_refusals_total", "Tool calls refused by the boundary check before they ran", ["tool"]
+)
 CACHE_HITS = Counter("agent_tool_cache_hits_total", "Tool calls answered from tool_digest_cache", ["tool"])
 RERENDERS = Counter(
     "agent_rerenders_total", "Rows re-rendered to keep a long thread under budget", ["policy"]
@@ -47,3 +53,8 @@ def round_failure_outcome(exc: BaseException) -> str:
 def trigger_age(wake: Wake, now: datetime | None = None) -> float:
     """Seconds since the wake's trigger happened (never negative: clocks of Slack and of this host differ)."""
     return max(0.0, ((now or datetime.now(UTC)) - wake.event_time).total_seconds())
+
+
+def tool_label(tool: str) -> str:
+    """A tool's metric label: its name when known, else "other"."""
+    return tool if tool in KNOWN_TOOLS else "other"
