@@ -39,6 +39,7 @@ from services.agent.emitter import EventEmitter
 from services.agent.input_budget import check_input
 from services.agent.mcp_client import McpToolbox
 from services.agent.preamble import evidence_in_hand, outside_window, pinned_window
+from services.agent.thread_tool import offered
 from services.agent.toolpath import ToolPath
 from services.runtime.logs import about
 
@@ -95,7 +96,7 @@ def build_graph(deps: RoundDeps) -> Any:
         return tool, canonical_json(outside_window(args, window))
 
     earlier = {call_key(tool, args): eid for eid, tool, args in evidence_in_hand(deps.ctx)}
-    telemetry = deps.toolbox.tool_specs(exclude=(EVIDENCE_TOOL,))
+    telemetry = offered(deps.toolbox.tool_specs(exclude=(EVIDENCE_TOOL,)))
     investigator = deps.agent_model.bind_tools(telemetry) if telemetry else deps.agent_model
 
     async def emit(*events: EventBase) -> None:

@@ -22,6 +22,7 @@ from services.agent import metrics
 from services.agent.config import AgentConfig
 from services.agent.emitter import EventEmitter
 from services.agent.mcp_client import McpToolbox, ToolCallError
+from services.agent.thread_tool import scoped
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.tools")
@@ -83,7 +84,7 @@ class ToolPath:
             )
             return ToolOutcome(cached.message_id, cached.compact, True)
         try:
-            raw = await self.toolbox.call(tool, args)
+            raw = await self.toolbox.call(tool, scoped(tool, args, thread_ts))
         except ToolCallError as exc:
             raw = tool_error_raw(tool, str(exc))  # the tool's own answer, recorded as it came back
         metrics.TOOL_CALLS.labels(tool).inc()

@@ -22,6 +22,7 @@ from services.agent.telemetry_mcp import config as config_mod
 from services.agent.telemetry_mcp.backends import Backend, Raw, make_backend
 from services.agent.telemetry_mcp.config import TelemetryConfig
 from services.agent.telemetry_mcp.evidence import EvidenceNotFound, EvidenceStore, EvidenceUnavailable
+from services.agent.telemetry_mcp.thread_search import BadSearch, ThreadSearch, ThreadSearchUnavailable
 from services.agent.telemetry_mcp.timeparse import TimeArgError
 from services.agent.telemetry_mcp.wire import ToolArgError, UpstreamError
 from services.runtime.errors import UserFacingError
@@ -30,8 +31,23 @@ from services.runtime.logs import configure_logging
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "incident-memory-telemetry"
-TOOL_NAMES = ("query_loki", "query_prometheus", "query_tempo", "get_pod_events", "get_evidence")
-EXPECTED = (ToolArgError, TimeArgError, UpstreamError, EvidenceNotFound, EvidenceUnavailable)
+TOOL_NAMES = (
+    "query_loki",
+    "query_prometheus",
+    "query_tempo",
+    "get_pod_events",
+    "get_evidence",
+    "search_thread",
+)
+EXPECTED = (
+    ToolArgError,
+    TimeArgError,
+    UpstreamError,
+    EvidenceNotFound,
+    EvidenceUnavailable,
+    BadSearch,
+    ThreadSearchUnavailable,
+)
 
 Time = Annotated[str, Field(description="RFC 3339 or Unix s/ns")]
 
@@ -56,6 +72,7 @@ def build_server(config: TelemetryConfig, backend: Backend | None = None) -> MCP
     """The MCP server with its five tools, bound to one back end and one evidence store."""
     chosen: Backend = backend if backend is not None else make_backend(config)
     evidence = EvidenceStore(config.dsn, config.schema, config.timeout_s)
+    threads = ThreadSearch(config.dsn, config.schema, config.timeout_s)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
@@ -119,6 +136,18 @@ def build_server(config: TelemetryConfig, backend: Backend | None = None) -> MCP
             return result_of(Raw.of(row.content), {"incident_memory/evidence": row.meta()})
 
         return await _guard(fetch)
+
+    @app.tool()
+    async def search_thread(
+        query: Annotated[str, Field(description="words to find in the thread's messages")],
+        thread_ts: Annotated[str, Field(description="set by the agent: the calling thread")] = "",
+    ) -> CallToolResult:
+        """Full-text search over this thread's human messages: ids, authors, times, their own words."""
+
+        async def found() -> CallToolResult:
+            return result_of(Raw.of(await threads.search(thread_ts, query)))
+
+        return await _guard(found)
 
     return app
 
