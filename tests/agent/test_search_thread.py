@@ -72,7 +72,7 @@ def test_the_model_is_never_offered_the_thread_and_cannot_set_it() -> None:
     spec = tool_spec(
         Tool(
             name=SEARCH_TOOL,
-            inputSchema={
+            input_schema={
                 "type": "object",
                 "properties": {"query": {"type": "string"}, "thread_ts": {"type": "string"}},
                 "required": ["query"],
