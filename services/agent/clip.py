@@ -1,8 +1,9 @@
-"""A long turn clipped with a pointer: its head and tail verbatim, what is not shown counted.
+"""A long turn clipped with a pointer: its head and tail verbatim, what is not shown counted
+(characters and lines: counting the tokens of a 400 KB remainder would cost more than the clip).
 
 Pure. A human's words are never paraphrased: the clipped text is the message's own first and
 last characters, cut at a line or word boundary where one is near, and the marker between them
-says how many characters and tokens are not shown and which id `get_evidence` reads whole.
+says how many characters and lines are not shown and which id `get_evidence` reads whole.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ MARKER_TOKENS = 40  # the marker's own size, held back from the limit
 
 def marker(hidden: str, evidence_id: str) -> str:
     return (
-        f"\n[... {len(hidden):,} characters ({count_tokens(hidden):,} tokens) not shown; "
+        f"\n[... {len(hidden):,} characters ({hidden.count(chr(10)) + 1:,} lines) not shown; "
         f"get_evidence({evidence_id}) reads it whole ...]\n"
     )
 
@@ -24,13 +25,20 @@ def clip_text(text: str, limit: int, evidence_id: str) -> str:
 
     Two thirds of the limit go to the head (where a message states its point), the rest to the tail.
     """
-    if count_tokens(text) <= limit:
+    if within(text, limit):
         return text
     room = max(limit - MARKER_TOKENS, 2)
     head = prefix_within(text, room * 2 // 3)
     tail = suffix_within(text[len(head) :], room - count_tokens(head))
     hidden = text[len(head) : len(text) - len(tail)]
     return head + marker(hidden, evidence_id) + tail
+
+
+def within(text: str, limit: int) -> bool:
+    """Whether `text` is at most `limit` tokens; a long text's head is counted first (cheap for a paste)."""
+    if len(text) <= limit:  # a token is at least one character
+        return True
+    return count_tokens(text[: limit * 8]) <= limit and count_tokens(text) <= limit
 
 
 def prefix_within(text: str, tokens: int) -> str:

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from schemas.events import ReRendered
 from schemas.ids import message_id
 from schemas.tokens import count_tokens, count_value_tokens, render_for_model
-from services.agent.clip import clip_text
+from services.agent.clip import clip_text, within
 from services.agent.context import ContextRow, alert_group, alert_text, folded, row_to_message
 
 FOLD_LINE_TOKENS = 40  # the most one counted line of folded turns costs
@@ -86,10 +86,17 @@ def shown_tokens(row: ContextRow) -> int:
     )
 
 
+def over_limit(row: ContextRow, limit: int) -> bool:
+    """Whether the row as shown passes `limit` tokens."""
+    message = row_to_message(row)
+    text = message.content if isinstance(message.content, str) else render_for_model(message.content)
+    return not within(text, limit)
+
+
 def clipped_value(row: ContextRow, limit: int) -> dict[str, Any] | None:
     """The row's value with its long text (a turn) or annotations (an alert) clipped; None if it fits."""
     v: dict[str, Any] = row.value if isinstance(row.value, dict) else {}
-    if v.get("re_rendered") or shown_tokens(row) <= limit:
+    if v.get("re_rendered") or not over_limit(row, limit):
         return None
     if row.role == "human":
         return {**v, "text": clip_text(str(v.get("text") or ""), limit, row.id), "re_rendered": "clipped"}

@@ -97,7 +97,9 @@ def test_an_alert_group_is_its_count_and_its_varying_labels_never_alert_by_alert
     alert = to_messages(after)[0].content
     assert isinstance(alert, str)
     assert "group of 500 alerts" in alert and "pod (500:" in alert and "+492 more" in alert
-    assert "get_evidence(" in alert and "characters (" in alert  # the description: head, tail, pointer
+    assert (
+        "get_evidence(" in alert and "characters (" in alert and "lines) not shown" in alert
+    )  # the description: head, tail, pointer
     assert count_tokens(alert) <= 800
 
 
