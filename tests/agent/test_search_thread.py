@@ -90,3 +90,23 @@ def test_a_long_turn_is_answered_by_its_own_words_around_the_match() -> None:
     text = "config diff: " + "".join(f"key_{n} = {n * 7}\n" for n in range(3000)) + "we rolled back at 03:41"
     got = excerpt(text, "rolled back")
     assert "we rolled back at 03:41" in got and got.startswith("[") and "chars before]" in got
+
+
+def test_an_answer_is_redacted_like_everything_a_model_is_sent(
+    pg_dsn: str, pg_schema: str, pg_conn: psycopg.Connection
+) -> None:
+    import asyncio
+
+    from services.agent.telemetry_mcp.thread_search import ThreadSearch
+
+    room = generate(5, messages=3, pastes=0, huge_chars=0, desc_bytes=0, alerts=1, facts=0, mentions=0)
+    _project(pg_conn, room)
+    leaked = "we rolled back; the db password=hunter2-Secret9 is in the runbook"
+    pg_conn.execute(
+        "UPDATE agent_messages SET content = jsonb_set(content, '{text}', to_jsonb(%s::text)) WHERE id = %s",
+        (leaked, room.events[1].message_id),
+    )
+    pg_conn.commit()
+    answer = asyncio.run(ThreadSearch(pg_dsn, pg_schema).search(room.thread_ts, "rolled back"))
+    (hit,) = [h for h in answer["hits"] if h["id"] == room.events[1].message_id]
+    assert "hunter2" not in hit["text"] and "[REDACTED" in hit["text"] and "rolled back" in hit["text"]

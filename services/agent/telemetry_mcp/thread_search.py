@@ -5,6 +5,7 @@ the thread it is running (services/agent/thread_tool.py adds it to the call), an
 filters on it, so a model cannot read another thread's turns. An answer is bounded: a few hits,
 each the turn's own words (the part around the first matching word when the turn is long, with
 the characters left out counted and the id get_evidence reads whole), and the count of all matches.
+The words are redacted like everything that reaches a model (invariant 13).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from psycopg import sql
 from schemas import read_model
 from schemas.tokens import count_tokens
 from services.agent.clip import prefix_within, suffix_within
+from services.boundary.redact import redact_text
 
 HITS = 4  # turns per answer
 HIT_TOKENS = 70  # of one turn's text in an answer
@@ -81,7 +83,7 @@ class ThreadSearch:
                 f"cannot search the thread (schema {self.schema}): {first}"
             ) from None
         hits = [
-            {"id": rid, "user": user, "time": _time(ts), "text": excerpt(text or "", query)}
+            {"id": rid, "user": user, "time": _time(ts), "text": excerpt(redact_text(text or ""), query)}
             for rid, user, ts, text, _ in rows
         ]
         return {"query": query, "matches": int(rows[0][4]) if rows else 0, "hits": hits}
