@@ -105,13 +105,13 @@ def test_a_war_room_round_stays_within_budget_on_the_wire_and_every_fact_is_reac
     where: dict[str, str] = {}
     for fact in room.facts:
         if fact.needle in seen:
-            where[fact.needle] = "in context"
+            where[f"{fact.needle} ({fact.message_id})"] = "in context"
             continue
         answer = asyncio.run(search.search(room.thread_ts, fact.needle))
         hits = [h for h in answer["hits"] if h["id"] == fact.message_id and fact.needle in h["text"]]
-        where[fact.needle] = "by search_thread" if hits else "LOST"
+        where[f"{fact.needle} ({fact.message_id})"] = "by search_thread" if hits else "LOST"
     print(f"seed {seed}: model inputs {sizes}; facts {where}")
-    assert "LOST" not in where.values(), where
+    assert len(where) == len(room.facts) and "LOST" not in where.values(), where
     assert (
         list(where.values()).count("in context") >= 1
     )  # the policy shows salient turns, not only the recent
