@@ -55,7 +55,15 @@ def wire_tokens(body: dict[str, Any]) -> int:
     return total + (count_tokens(render_for_model(body["tools"])) if body.get("tools") else 0)
 
 
-def play(room: WarRoom, oai: OpenAIStandin) -> list[WireCall]:
+@pytest.fixture(scope="module")
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """One event loop for the module: ChatOpenAI's pooled HTTP client outlives a single asyncio.run."""
+    running_loop = asyncio.new_event_loop()
+    yield running_loop
+    running_loop.close()
+
+
+def play(room: WarRoom, oai: OpenAIStandin, loop: asyncio.AbstractEventLoop) -> list[WireCall]:
     async def main() -> None:
         thread = Seeded()
         async with McpToolbox((telemetry_server(),)) as toolbox:
@@ -70,7 +78,7 @@ def play(room: WarRoom, oai: OpenAIStandin) -> list[WireCall]:
         mp.setattr(inprocess, "DeterministicStandInModel", lambda: models.agent)
         mp.setattr(inprocess, "MODEL_NAME", models.agent_name)
         before = len(oai.calls())
-        asyncio.run(main())
+        loop.run_until_complete(main())
         return oai.calls()[before:]
 
 
@@ -87,10 +95,15 @@ def project(conn: psycopg.Connection, room: WarRoom) -> None:
 
 @pytest.mark.parametrize("seed", [34, 2026])
 def test_a_war_room_round_stays_within_budget_on_the_wire_and_every_fact_is_reachable(
-    seed: int, oai: OpenAIStandin, pg_dsn: str, pg_schema: str, pg_conn: psycopg.Connection
+    seed: int,
+    oai: OpenAIStandin,
+    loop: asyncio.AbstractEventLoop,
+    pg_dsn: str,
+    pg_schema: str,
+    pg_conn: psycopg.Connection,
 ) -> None:
     room = generate(seed)  # 600 messages, 15 people, 20 x 150-line pastes, 40,000 chars, 400 KB, 500 alerts
-    calls = play(room, oai)
+    calls = play(room, oai, loop)
     assert calls and all(c.status == 200 for c in calls), [c.error for c in calls if c.status != 200]
     sizes = [wire_tokens(c.body) for c in calls]
     assert max(sizes) <= BUDGET, sizes
@@ -107,11 +120,11 @@ def test_a_war_room_round_stays_within_budget_on_the_wire_and_every_fact_is_reac
         if fact.needle in seen:
             where[f"{fact.needle} ({fact.message_id})"] = "in context"
             continue
-        answer = asyncio.run(search.search(room.thread_ts, fact.needle))
+        answer = loop.run_until_complete(search.search(room.thread_ts, fact.needle))
         hits = [h for h in answer["hits"] if h["id"] == fact.message_id and fact.needle in h["text"]]
         where[f"{fact.needle} ({fact.message_id})"] = "by search_thread" if hits else "LOST"
     print(f"seed {seed}: model inputs {sizes}; facts {where}")
     assert len(where) == len(room.facts) and "LOST" not in where.values(), where
     assert (
         list(where.values()).count("in context") >= 1
-    )  # the policy shows salient turns, not only the recent
+    )  # salient older turns are shown, not only recent ones
