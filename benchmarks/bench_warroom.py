@@ -34,7 +34,6 @@ from services.agent.mcp_client import McpToolbox
 from services.agent.preamble import Trigger, render_preamble
 from services.agent.round import discussion_policy
 from services.agent.telemetry_mcp.thread_search import ThreadSearch
-from services.agent.thread_tool import offered
 from services.runtime.kafka_client import KafkaClient
 
 SCHEMA = "bench_warroom"
@@ -56,7 +55,7 @@ async def _tool_schemas(dsn: str) -> list[dict[str, Any]]:
         env={"DATABASE_URL": dsn, "TELEMETRY_MCP_SCHEMA": SCHEMA},
     )
     async with McpToolbox((server,)) as toolbox:
-        return offered(toolbox.tool_specs(exclude=("get_evidence",)))
+        return toolbox.tool_specs(exclude=("get_evidence",))
 
 
 def _project(conn: psycopg.Connection, room: WarRoom) -> None:

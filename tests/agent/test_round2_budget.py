@@ -16,7 +16,6 @@ from schemas.tokens import count_tokens, render_for_model
 from services.agent.config import EVIDENCE_TOOL
 from services.agent.context import message_tokens
 from services.agent.mcp_client import McpToolbox
-from services.agent.thread_tool import offered
 
 from .inprocess import Seeded, telemetry_server
 from .seedplay import alert_events, alert_wake, human_events, mention_wake
@@ -38,7 +37,7 @@ def seeded() -> tuple[Seeded, int]:
             for event in [*human_events(mention=False), *human_events(mention=True)]:
                 thread.projection.apply(event)
             await thread.run(toolbox, mention_wake())
-            schemas = count_tokens(render_for_model(offered(toolbox.tool_specs(exclude=(EVIDENCE_TOOL,)))))
+            schemas = count_tokens(render_for_model(toolbox.tool_specs(exclude=(EVIDENCE_TOOL,))))
         return thread, schemas
 
     return asyncio.run(play())

@@ -13,12 +13,12 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from deploy.local.warroom import WarRoom, as_rows, generate
-from services.agent.mcp_client import tool_spec
+from services.agent.mcp_client import THREAD_ARG, tool_spec
 from services.agent.telemetry_mcp.client import session, text_of
 from services.agent.telemetry_mcp.thread_search import excerpt
-from services.agent.thread_tool import SEARCH_TOOL, offered, scoped
 
 pytestmark = pytest.mark.stack
+SEARCH_TOOL = "search_thread"
 
 
 def _project(conn: psycopg.Connection, room: WarRoom, thread_ts: str | None = None) -> None:
@@ -50,12 +50,14 @@ def test_every_fact_is_one_search_away_and_only_in_its_own_thread(
         answers = []
         async with session(["--backend", "recorded", "--dsn", pg_dsn, "--schema", pg_schema]) as client:
             for fact in room.facts:
-                args = scoped(SEARCH_TOOL, {"query": fact.needle, "thread_ts": other}, room.thread_ts)
+                args = {"query": fact.needle, THREAD_ARG: room.thread_ts}  # as McpToolbox.call sets it
                 got = await client.call_tool(SEARCH_TOOL, args)
                 assert not got.is_error, text_of(got)
                 answers.append(json.loads(text_of(got)))
-            empty = await client.call_tool(SEARCH_TOOL, {"query": " ", "thread_ts": room.thread_ts})
+            empty = await client.call_tool(SEARCH_TOOL, {"query": " ", THREAD_ARG: room.thread_ts})
             assert empty.is_error and "1 to 500 characters" in text_of(empty)
+            unscoped = await client.call_tool(SEARCH_TOOL, {"query": "rolled back"})
+            assert unscoped.is_error and "name the thread" in text_of(unscoped)
         return answers
 
     answers = anyio.run(main)
@@ -66,24 +68,12 @@ def test_every_fact_is_one_search_away_and_only_in_its_own_thread(
         assert fact.needle in found[0]["text"] and found[0]["user"] and found[0]["time"]
 
 
-def test_the_model_is_never_offered_the_thread_and_cannot_set_it() -> None:
+def test_the_model_is_never_offered_the_thread() -> None:
     from mcp.types import Tool
 
-    spec = tool_spec(
-        Tool(
-            name=SEARCH_TOOL,
-            input_schema={
-                "type": "object",
-                "properties": {"query": {"type": "string"}, "thread_ts": {"type": "string"}},
-                "required": ["query"],
-            },
-        )
-    )
-    (shown,) = offered([spec])
-    assert set(shown["function"]["parameters"]["properties"]) == {"query"}
-    assert "thread_ts" in spec["function"]["parameters"]["properties"]  # the original is not changed
-    assert scoped(SEARCH_TOOL, {"query": "x", "thread_ts": "EVIL"}, "T1") == {"query": "x", "thread_ts": "T1"}
-    assert scoped("query_loki", {"query": "x"}, "T1") == {"query": "x"}
+    props = {"query": {"type": "string"}, THREAD_ARG: {"type": "string"}}
+    spec = tool_spec(Tool(name=SEARCH_TOOL, input_schema={"type": "object", "properties": props}))
+    assert set(spec["function"]["parameters"]["properties"]) == {"query"}  # McpToolbox.call sets the thread
 
 
 def test_a_long_turn_is_answered_by_its_own_words_around_the_match() -> None:

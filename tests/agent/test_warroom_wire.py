@@ -29,12 +29,12 @@ from services.agent.config import ModelConfig
 from services.agent.mcp_client import McpToolbox
 from services.agent.models import build_models
 from services.agent.telemetry_mcp.thread_search import ThreadSearch
-from services.agent.thread_tool import SEARCH_TOOL
 
 from . import inprocess
 from .inprocess import Seeded, telemetry_server
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(300)]
+SEARCH_TOOL = "search_thread"
 BUDGET = 8000
 FRAMING = 3  # tokens of the chat format around each message, and before the reply
 

@@ -1,7 +1,7 @@
 """`search_thread(query)`: the thread's own human turns by full text, verbatim, for what the context folded.
 
 Scoped to one thread by construction: the thread is never the model's argument. The agent names
-the thread it is running (services/agent/thread_tool.py adds it to the call), and the query
+the thread it is running (McpToolbox.call sets `thread`; the model is never offered it), and the query
 filters on it, so a model cannot read another thread's turns. An answer is bounded: a few hits,
 each the turn's own words (the part around the first matching word when the turn is long, with
 the characters left out counted and the id get_evidence reads whole), and the count of all matches.
