@@ -31,6 +31,7 @@ ORDER = [
     "replay",
     "rederive",
     "recall",
+    "warroom",
 ]
 
 

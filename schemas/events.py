@@ -284,7 +284,8 @@ class ReRendered(EventBase):
     target_id: str
     compact: Any
     tokens: int = Field(ge=0)
-    policy: Literal["headline", "one_line"]
+    # headline/one_line: an old round's row; clipped/folded: a turn of a long discussion (agent/discussion.py)
+    policy: Literal["headline", "one_line", "clipped", "folded"]
 
 
 class Wake(EventBase):

@@ -36,6 +36,7 @@ from services.agent import metrics, prompts
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
 from services.agent.context import LoadedContext, message_tokens, to_messages, tool_body
 from services.agent.emitter import EventEmitter
+from services.agent.input_budget import check_input
 from services.agent.mcp_client import McpToolbox
 from services.agent.preamble import evidence_in_hand, outside_window, pinned_window
 from services.agent.toolpath import ToolPath
@@ -107,6 +108,8 @@ def build_graph(deps: RoundDeps) -> Any:
         schema_tokens = tool_schema_tokens(tools)
         deps.model_inputs.append((node, tokens))
         metrics.MODEL_INPUT_TOKENS.labels(node).observe(tokens)
+        name = deps.judge_model_name if model is deps.judge_model else deps.agent_model_name
+        check_input(node, name, tokens, deps.config.input_budget_for(name))
         log.info(
             "model call",
             extra=about(
@@ -157,6 +160,9 @@ def build_graph(deps: RoundDeps) -> Any:
             text = f"{text} (already in evidence, not repeated: {'; '.join(skipped)})".strip()
         if checked_notes:
             text = f"{text} (checked before running: {'; '.join(checked_notes)})".strip()
+        calls, no_room = calls_with_room(deps, text, calls, deps.model_inputs[-1][1])
+        if no_room:
+            text = f"{text} (not run, no room under the input budget: {'; '.join(no_room)})".strip()
         mid = deps.mid("investigate", i)
         await emit(
             AiMessage(
@@ -377,6 +383,28 @@ def terse_grades(graded: Any, claims: list[dict[str, Any]]) -> list[dict[str, An
             grade["reason"] = str(g["reason"])
         out.append(grade)
     return out
+
+
+def calls_with_room(
+    deps: RoundDeps, text: str, calls: list[ToolCall], sent: int
+) -> tuple[list[ToolCall], list[str]]:
+    """The calls whose results fit under the input budget of the calls that follow, and those that do not.
+
+    The next call is sent what this one was (`sent` tokens), this answer with its calls, and each
+    call's result (at most `tool_result_tokens`); the hypothesis call swaps the tool schemas for its
+    own prompt, so the larger of the two prompts is held in reserve too.
+    """
+    budget = deps.config.input_budget_for(deps.agent_model_name)
+    reserve = max(0, count_tokens(prompts.HYPOTHESIS) - count_tokens(prompts.INVESTIGATE))
+    kept: list[ToolCall] = []
+    for call in calls:
+        trial = [*kept, call]
+        lc = [{"name": c.name, "args": c.args, "id": c.id, "type": "tool_call"} for c in trial]
+        answer = message_tokens([AIMessage(content=text, tool_calls=lc)])
+        if sent + reserve + answer + len(trial) * deps.config.tool_result_tokens > budget:
+            break
+        kept.append(call)
+    return kept, [c.name for c in calls[len(kept) :]]
 
 
 def tool_schema_tokens(tools: list[dict[str, Any]]) -> int:

@@ -158,7 +158,7 @@ class Seeded:
         emitter = Emitter(self.projection)
         ctx = self.projection.context(wake.thread_ts)
         now = datetime.now(UTC)
-        round_, plan = plan_round(ctx, self.config, now)
+        round_, plan = plan_round(ctx, self.config, now, wake.trigger_message_id)
         if plan.events:
             emitter.send(*plan.events)
             ctx = self.projection.context(wake.thread_ts)

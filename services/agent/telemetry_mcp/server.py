@@ -24,6 +24,7 @@ from services.agent.telemetry_mcp.backends import Backend, Raw, make_backend
 from services.agent.telemetry_mcp.config import TelemetryConfig
 from services.agent.telemetry_mcp.evidence import EvidenceNotFound, EvidenceStore, EvidenceUnavailable
 from services.agent.telemetry_mcp.scoping import ScopeRefused, ThreadScopes, checked_meta
+from services.agent.telemetry_mcp.thread_search import BadSearch, ThreadSearch, ThreadSearchUnavailable
 from services.agent.telemetry_mcp.timeparse import TimeArgError
 from services.agent.telemetry_mcp.wire import ToolArgError, UpstreamError
 from services.boundary.scope import Checked, ScopePolicy
@@ -33,8 +34,24 @@ from services.runtime.logs import configure_logging
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "incident-memory-telemetry"
-TOOL_NAMES = ("query_loki", "query_prometheus", "query_tempo", "get_pod_events", "get_evidence")
-EXPECTED = (ToolArgError, TimeArgError, UpstreamError, EvidenceNotFound, EvidenceUnavailable, ScopeRefused)
+TOOL_NAMES = (
+    "query_loki",
+    "query_prometheus",
+    "query_tempo",
+    "get_pod_events",
+    "get_evidence",
+    "search_thread",
+)
+EXPECTED = (
+    ToolArgError,
+    TimeArgError,
+    UpstreamError,
+    EvidenceNotFound,
+    EvidenceUnavailable,
+    ScopeRefused,
+    BadSearch,
+    ThreadSearchUnavailable,
+)
 
 Time = Annotated[str, Field(description="RFC 3339 or Unix s/ns")]
 # Required unless the server runs --unscoped (recorded back end only); the agent sets it, not the model.
@@ -68,6 +85,7 @@ def build_server(
     """
     chosen: Backend = backend if backend is not None else make_backend(config)
     evidence = EvidenceStore(config.dsn, config.schema, config.timeout_s)
+    threads = ThreadSearch(config.dsn, config.schema, config.timeout_s)
     scopes = ThreadScopes(config.dsn, config.schema, policy or policy_from_env(), config.timeout_s)
 
     async def checked(thread: str | None, tool: str, args: dict[str, Any]) -> Checked:
@@ -172,6 +190,20 @@ def build_server(
             return result_of(Raw.of(row.content), {"incident_memory/evidence": row.meta()})
 
         return await _guard(fetch)
+
+    @app.tool()
+    async def search_thread(
+        query: Annotated[str, Field(description="words to find in the thread's messages")],
+        thread: Thread = None,
+    ) -> CallToolResult:
+        """Full-text search over this thread's human messages: ids, authors, times, their own words."""
+
+        async def found() -> CallToolResult:
+            if not thread:  # never unscoped: a search names the one thread it reads
+                raise ScopeRefused("search_thread refused: name the thread whose messages to search")
+            return result_of(Raw.of(await threads.search(thread, query)))
+
+        return await _guard(found)
 
     return app
 
