@@ -71,6 +71,9 @@ _KEY_QUALIFIERS = frozenset(
         "consumer", "hmac", "sas", "deploy", "ssh",
     }
 )  # fmt: skip
+_JOINED_SUFFIX = re.compile(
+    r"(?:password|passwd|passphrase|secret|token|apikey|accesskey|secretkey|privatekey)$"
+)
 _COMPONENTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
@@ -83,14 +86,22 @@ def secret_kind(key: str) -> str | None:
     if not parts:
         return None
     last, before = parts[-1], parts[:-1]
+    joined = _JOINED_SUFFIX.search(last)  # one word of several: PGPASSWORD, dbtoken, clientsecret
+    if joined is not None and joined.start() > 0:
+        last, before = joined.group(), [*before, last[: joined.start()]]
+    if last in (
+        "apikey",
+        "accesskey",
+        "secretkey",
+        "privatekey",
+    ):  # secretAccesskey: ..., secret, access, key
+        last, before = "key", [*before, last[:-3]]
     if last in _PASSWORD_WORDS:
         return "password"
     if last in ("secret", "secrets"):
         return "aws-secret-key" if "aws" in before else "secret"
     if last == "token":
         return "token"
-    if last == "apikey":
-        return "api-key"
     if last in ("credentials", "credential", "creds"):
         return "credentials"
     if last == "auth":
@@ -101,8 +112,6 @@ def secret_kind(key: str) -> str | None:
         if "secret" in before:
             return "aws-secret-key" if "aws" in before else "secret-key"
         return "api-key" if before[-1] == "api" else f"{before[-1]}-key"
-    if last in ("accesskey", "secretkey", "privatekey"):
-        return last.replace("key", "-key")
     return None
 
 

@@ -139,7 +139,10 @@ def test_facts_that_look_like_secrets_survive(text: str) -> None:
     ("key", "kind"),
     [
         ("db_password", "password"),
-        ("PGPASSWORD", None),  # one word: not split, so not guessed (the value rules still apply)
+        ("PGPASSWORD", "password"),  # one word ending in a secret's name
+        ("csrftoken", "token"),
+        ("AWS_SECRETACCESSKEY", "aws-secret-key"),
+        ("bypass", None),
         ("X-Auth-Token", "token"),
         ("clientSecret", "secret"),
         ("aws_secret_access_key", "aws-secret-key"),
