@@ -24,6 +24,7 @@ from services.agent.telemetry_mcp.config import TelemetryConfig
 from services.agent.telemetry_mcp.evidence import EvidenceNotFound, EvidenceStore, EvidenceUnavailable
 from services.agent.telemetry_mcp.timeparse import TimeArgError
 from services.agent.telemetry_mcp.wire import ToolArgError, UpstreamError
+from services.boundary.redact import redact_text, redact_value
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import configure_logging
 
@@ -48,8 +49,8 @@ async def _guard(call: Callable[[], Awaitable[CallToolResult]]) -> CallToolResul
     """Turn anticipated failures into tool errors with their one-line reason."""
     try:
         return await call()
-    except EXPECTED as exc:
-        raise ToolError(str(exc)) from exc
+    except EXPECTED as exc:  # an upstream's URL or answer may carry a credential: redacted
+        raise ToolError(redact_text(str(exc))) from exc
 
 
 def build_server(config: TelemetryConfig, backend: Backend | None = None) -> MCPServer[Any]:
@@ -112,11 +113,13 @@ def build_server(config: TelemetryConfig, backend: Backend | None = None) -> MCP
     async def get_evidence(
         id: Annotated[str, Field(description="evidence id, thread_ts:round:node:i")],
     ) -> CallToolResult:
-        """The raw content of one stored message (a tool result, alert, human turn...), verbatim."""
+        """The raw content of one stored message (a tool result, alert, human turn...), credentials redacted."""
 
         async def fetch() -> CallToolResult:
-            row = await evidence.get(id)
-            return result_of(Raw.of(row.content), {"incident_memory/evidence": row.meta()})
+            row = await evidence.get(
+                id
+            )  # the raw at rest is verbatim; what leaves is redacted (invariant 13)
+            return result_of(Raw.of(redact_value(row.content)), {"incident_memory/evidence": row.meta()})
 
         return await _guard(fetch)
 
