@@ -259,3 +259,18 @@ def _shape(value: object) -> object:
     if isinstance(value, list):
         return [_shape(v) for v in value]
     return type(value).__name__
+
+
+def test_the_plugin_gate_lets_through_every_line_a_plugin_anchors() -> None:
+    """The one-scan gate is a superset of the per-plugin anchors: a plugin is never skipped by it."""
+    from services.boundary import redact
+
+    samples = [s for s, _, _ in SECRETS] + [
+        "AccountKey=abc", "x -us7 y", "sq0csp-abc EAAAE", "1234567890:AAH_abcdefghijklmnopqrstuvwxyz012345",
+        "AC0123456789abcdef0123456789abcdef", "pypi-AgEIcHlwaS5vcmc", "npm_abc _authToken", "k_live_x",
+        "MTIzNDU2Nzg5MDEyMzQ1Njc4OTAx.GabcDE.abcdefghijklmnopqrstuvwxyz0", "glpat-x", "secret = 'abc'",
+    ]  # fmt: skip
+    for line in samples:
+        anchored = any(a.holds(line, line.lower()) for _, anchors in redact._PLUGINS for a in anchors)
+        if anchored:
+            assert redact._PLUGIN_GATE.search(line), line
