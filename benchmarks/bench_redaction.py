@@ -5,7 +5,7 @@ usage: python -m benchmarks.bench_redaction [LOGHUB_DIR] [--show N]
 For each loghub system's Loki result (the corpus of /work/shared/corpus/check_loki_digests.py), every
 line goes through `redact_text`: a changed line is listed with its markers, so each can be inspected
 (a real secret-like value, or a false positive). Throughput is timed with the line cache bypassed
-(`redact_text.__wrapped__`, every line seen as new), per line and per MB, with the share of lines
+(`redact_uncached`, every line seen as new), per line and per MB, with the share of lines
 the cheap triggers let through to the rules and to detect-secrets' plugins.
 """
 
@@ -55,7 +55,7 @@ def _false_positives(systems: dict[str, list[str]], show: int) -> None:
 def _throughput(systems: dict[str, list[str]]) -> None:
     lines = [line for lines in systems.values() for line in lines]
     size_mb = sum(len(line.encode()) for line in lines) / 1e6
-    uncached = redact.redact_text.__wrapped__
+    uncached = redact.redact_uncached
     rules = sum(
         1 for line in lines if redact._has_stem(line) or any(p in line for p in redact._PREFIX_LITERALS)
     )

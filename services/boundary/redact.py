@@ -396,12 +396,22 @@ def _detect_secrets(text: str) -> str:
 _RULES: tuple[Rule, ...] = (_pem, _url_password, _authorization, _prefixed, _keyword_values, _detect_secrets)
 
 
-@lru_cache(maxsize=65_536)
+_CACHED_CHARS = 2048  # log lines repeat across results and are short; a long paste is not kept in memory
+
+
 def redact_text(text: str) -> str:
     """`text` with every credential's value replaced by a typed marker; unchanged when it holds none."""
+    return _redact_line(text) if len(text) <= _CACHED_CHARS else redact_uncached(text)
+
+
+def redact_uncached(text: str) -> str:
+    """`redact_text` without its cache (what a benchmark of every line seen anew times)."""
     for rule in _RULES:
         text = rule(text)
     return text
+
+
+_redact_line = lru_cache(maxsize=65_536)(redact_uncached)
 
 
 def redact_value(value: Any) -> Any:
