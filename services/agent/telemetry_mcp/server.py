@@ -2,7 +2,9 @@
 
 Every tool answers with the back end's raw JSON, verbatim, as text content (and as
 structured content when it is an object), because the compactor downstream needs
-the real systems' own formats and `get_evidence` must hand back exactly what was stored.
+the real systems' own formats. `get_evidence` hands back what was stored with its credentials
+redacted (typed markers; services/boundary/redact.py), as are the tools' error messages: both go
+to a model (invariant 13).
 """
 
 from __future__ import annotations
