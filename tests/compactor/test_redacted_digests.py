@@ -70,3 +70,17 @@ def test_the_tool_error_keeps_the_status_and_host_but_not_the_password() -> None
 def test_an_uncompactable_raw_error_reason_is_redacted() -> None:
     reason = f"raw format: expected a list at data.result, got 'postgres://u:{SECRETS['basic-auth']}@db'"
     assert leaked(json.dumps(error_compact(reason, "ev-1"))) == []
+
+
+@pytest.mark.parametrize(("tool", "make"), RAWS, ids=[m.__name__ for _, m in RAWS])
+def test_the_same_raw_gives_the_same_redacted_bytes_with_or_without_the_line_cache(
+    tool: str, make: Any
+) -> None:
+    """Invariant 8 with the redactor inside: a replay (a new process, an empty cache) re-derives the same bytes."""
+    from services.boundary import redact
+
+    first = compact_tool_result(tool, make(), {})
+    redact._redact_line.cache_clear()
+    again = compact_tool_result(tool, make(), {})
+    assert _text(first.compact) == _text(again.compact)
+    assert (first.raw_sha256, first.compactor_version) == (again.raw_sha256, again.compactor_version)
