@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 from deploy.local.secret_testdata import SECRETS, leaked, loki_with_secrets, slack_message_with_secrets
 from schemas.events import EventBase, ThreadPost
 from schemas.ids import message_id, thread_key
+from services.agent.stand_in_model import DeterministicStandInModel
 from services.agent.telemetry_mcp.client import session, text_of
 from services.agent.telemetry_mcp.server import _guard
 from services.agent.telemetry_mcp.wire import UpstreamError
@@ -87,3 +88,49 @@ def test_get_evidence_answers_the_raw_redacted_and_the_row_stays_verbatim(
     anyio.run(main)
     stored = pg_conn.execute("SELECT content FROM agent_messages WHERE id = %s", (row_id,)).fetchone()
     assert stored is not None and stored[0] == raw  # at rest: verbatim, the audit trail
+
+
+class LeakyModel(DeterministicStandInModel):
+    """The stand-in, with a judge that asks about a credential and a hypothesis that quotes one: what a
+    careless or prompt-injected model might write into a post."""
+
+    def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        result = super()._generate(messages, stop, run_manager, **kwargs)
+        message = result.generations[0].message
+        try:
+            answer = json.loads(str(message.content))
+        except (TypeError, ValueError):
+            return result
+        if isinstance(answer, dict) and answer.get("questions"):
+            answer["questions"].append(f"Does password={SECRETS['password']} still work on db?")
+        if isinstance(answer, dict) and isinstance(answer.get("summary"), str):
+            answer["summary"] += f" (token {SECRETS['slack-token']})"
+        message.content = json.dumps(answer)
+        return result
+
+
+def test_a_post_never_records_a_credential_the_model_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.agent.mcp_client import McpToolbox
+
+    from . import inprocess
+    from .inprocess import Seeded, telemetry_server
+    from .seedplay import alert_events, alert_wake, human_events, mention_wake
+
+    monkeypatch.setattr(inprocess, "DeterministicStandInModel", LeakyModel)
+
+    async def play() -> Seeded:
+        thread = Seeded()
+        async with McpToolbox((telemetry_server(),)) as toolbox:
+            for event in alert_events():
+                thread.projection.apply(event)
+            await thread.run(toolbox, alert_wake())
+            for event in [*human_events(mention=False), *human_events(mention=True)]:
+                thread.projection.apply(event)
+            await thread.run(toolbox, mention_wake())
+        return thread
+
+    thread = asyncio.run(play())
+    posts = [row.content for row in thread.projection.rows if row.role == "post"]
+    assert len(posts) == 2
+    assert any("[REDACTED:" in post for post in posts), posts
+    assert all(leaked(post) == [] for post in posts), posts
