@@ -77,7 +77,7 @@ def test_get_evidence_answers_the_raw_redacted_and_the_row_stays_verbatim(
 
     async def main() -> None:
         async with session(["--backend", "recorded", "--dsn", pg_dsn, "--schema", pg_schema]) as client:
-            got = await client.call_tool("get_evidence", {"id": row_id})
+            got = await client.call_tool("get_evidence", {"id": row_id, "thread": thread})
             assert not got.is_error, text_of(got)
             assert leaked(text_of(got)) == [] and leaked(json.dumps(got.structured_content)) == []
             answer = json.loads(text_of(got))
