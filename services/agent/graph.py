@@ -41,6 +41,7 @@ from services.agent.mcp_client import McpToolbox
 from services.agent.preamble import evidence_in_hand, outside_window, pinned_window
 from services.agent.toolpath import ToolPath
 from services.boundary.framing import framed_within
+from services.boundary.redact import redact_text
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.graph")
@@ -333,7 +334,7 @@ def build_graph(deps: RoundDeps) -> Any:
                 event_time=_now(),
                 round=deps.round,
                 kind=kind,
-                text=text,
+                text=redact_text(text),  # the model's words, as recorded and posted (invariant 13)
                 model=deps.judge_model_name if kind == "questions" else deps.agent_model_name,
             ),
             RoundCommitted(

@@ -32,6 +32,7 @@ from services.agent.mcp_client import McpToolbox, ToolCallError
 from services.agent.preamble import Trigger, pinned_window, render_preamble
 from services.agent.rerender import Plan, plan_rerenders
 from services.agent.toolpath import ProjectionTimeout, ToolPath
+from services.boundary.redact import redact_value
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.round")
@@ -194,15 +195,18 @@ async def run_round(
         preamble = render_preamble(ctx, round_, trigger, now)
 
         async def read_raw(evidence_id: str) -> Any:
+            """The raw a claim cites, for the judge: redacted, whichever server answered (invariant 13)."""
             if toolbox.has(EVIDENCE_TOOL):
                 try:
-                    return await toolbox.call(EVIDENCE_TOOL, {"id": evidence_id}, thread=thread_ts)
+                    return redact_value(
+                        await toolbox.call(EVIDENCE_TOOL, {"id": evidence_id}, thread=thread_ts)
+                    )
                 except ToolCallError:
                     pass
             record = await asyncio.to_thread(
                 lambda: conn.execute(read_model.RAW_CONTENT, {"id": evidence_id}).fetchone()
             )
-            return None if record is None else record[0]
+            return None if record is None else redact_value(record[0])
 
         deps = RoundDeps(
             config=config,
