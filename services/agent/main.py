@@ -27,6 +27,7 @@ from schemas import topics
 from schemas.events import EventDecodeError, Wake, parse_event
 from services.agent import metrics
 from services.agent.config import AgentConfig, build_config, load_file
+from services.agent.playbooks import load_playbooks
 from services.agent.emitter import EventEmitter, dead_letter_sender
 from services.agent.mcp_client import McpToolbox
 from services.agent.offsets import OffsetTracker
@@ -307,6 +308,7 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging("agent", args.log_level)
     config = config_from_args(args)
+    load_playbooks()  # validated at start: a bad playbook file is a one-line error, not a failed round
     check_kafka(config.kafka)
     check_kafka_access(
         config.kafka,

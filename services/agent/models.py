@@ -10,19 +10,19 @@ from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.runtime.errors import UserFacingError
 
 
-def _one(name: str, temperature: float) -> tuple[BaseChatModel, str]:
+def _one(name: str, temperature: float, max_tokens: int) -> tuple[BaseChatModel, str]:
     if name in ("local", MODEL_NAME):
         return DeterministicStandInModel(), MODEL_NAME
     try:
         from langchain_openai import ChatOpenAI
 
         # OPENAI_API_KEY and OPENAI_BASE_URL come from the environment, as the client reads them.
-        return ChatOpenAI(model=name, temperature=temperature), name
+        return ChatOpenAI(model=name, temperature=temperature, max_tokens=max_tokens), name
     except Exception as exc:  # a missing key is a configuration problem, not a crash
         raise UserFacingError(f"cannot build ChatOpenAI model {name!r}: {exc}") from None
 
 
 def build_models(config: ModelConfig) -> Models:
-    agent, agent_name = _one(config.agent, config.temperature)
-    judge, judge_name = _one(config.judge, config.temperature)
+    agent, agent_name = _one(config.agent, config.temperature, config.max_tokens)
+    judge, judge_name = _one(config.judge, config.temperature, config.max_tokens)
     return Models(agent=agent, judge=judge, agent_name=agent_name, judge_name=judge_name)

@@ -27,6 +27,7 @@ from services.agent.context import LoadedContext, load_context, row_digest
 from services.agent.emitter import EventEmitter
 from services.agent.graph import RoundDeps, build_graph
 from services.agent.mcp_client import McpToolbox, ToolCallError
+from services.agent.playbooks import Plan, alert_labels, choose, load_playbooks, offered_params, plan_calls
 from services.agent.preamble import Trigger, pinned_window, render_preamble
 from services.agent.rerender import Plan, plan_rerenders
 from services.agent.toolpath import ProjectionTimeout, ToolPath
@@ -119,6 +120,19 @@ async def _wait_visible(conn: psycopg.Connection, message_id: str, timeout: floa
     return False
 
 
+def playbook_plan(ctx: LoadedContext, toolbox: McpToolbox) -> Plan | None:
+    """The alert's playbook calls: deterministic work before any model call (alert rounds only)."""
+    alert = next((r.value for r in ctx.rows if r.role == "alert" and isinstance(r.value, dict)), None)
+    if alert is None:
+        return None
+    alertname, labels = alert_labels(alert)
+    playbook = choose(load_playbooks(), alertname, labels)
+    if playbook is None:
+        return None
+    offered = offered_params(toolbox.tool_specs(exclude=(EVIDENCE_TOOL,)))
+    return plan_calls(playbook, labels, pinned_window(ctx), offered)
+
+
 def plan_round(ctx: LoadedContext, config: AgentConfig, now: datetime) -> tuple[int, Plan]:
     """The round a wake starts, and the re-renderings (invariant 10) its context needs first."""
     round_ = ctx.last_round() + 1
@@ -198,6 +212,7 @@ async def run_round(
             tools=ToolPath(config, conn, toolbox, emitter, alert_context(ctx)),
             emitter=emitter,
             raw_reader=read_raw,
+            playbook=playbook_plan(ctx, toolbox) if wake.reason == "alert" else None,
         )
         log.info("round started", extra=about(thread_ts, wake.trigger_message_id, round=round_))
         final = await build_graph(deps).ainvoke(
