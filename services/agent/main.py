@@ -10,6 +10,7 @@ deliberately skipped), so a round that dies or times out is simply redelivered.
 from __future__ import annotations
 
 import argparse
+import os
 import asyncio
 import logging
 import shlex
@@ -267,10 +268,13 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
     settings = Settings.from_env()
     data = load_file(args.config)
     models = dict(data.pop("models", None) or {})
-    if args.model:
-        models["agent"] = args.model
-    if args.judge_model:
-        models["judge"] = args.judge_model
+    # --model over AGENT_MODEL over the config file (JUDGE_MODEL likewise; the judge defaults to the agent's)
+    agent_model = args.model or os.environ.get("AGENT_MODEL")
+    judge_model = args.judge_model or os.environ.get("JUDGE_MODEL") or (None if "judge" in models else agent_model)
+    if agent_model:
+        models["agent"] = agent_model
+    if judge_model:
+        models["judge"] = judge_model
     schema = args.schema or data.pop("schema", None) or "public"
     dsn = args.dsn or data.pop("database_url", None) or settings.database_url
     if args.mcp_command or args.mcp_url:
