@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 from langchain_core.language_models import BaseChatModel
 
 from services.agent.config import ModelConfig
 from services.agent.round import Models
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.runtime.errors import UserFacingError
+
+
+def _is_openai(base_url: str | None) -> bool:
+    return not base_url or "api.openai.com" in base_url
 
 
 def _one(name: str, temperature: float, max_tokens: int) -> tuple[BaseChatModel, str]:
@@ -17,7 +23,10 @@ def _one(name: str, temperature: float, max_tokens: int) -> tuple[BaseChatModel,
         from langchain_openai import ChatOpenAI
 
         # OPENAI_API_KEY and OPENAI_BASE_URL come from the environment, as the client reads them.
-        return ChatOpenAI(model=name, temperature=temperature, max_tokens=max_tokens), name
+        # langchain-openai sends the cap as `max_completion_tokens` (OpenAI's name); local servers
+        # (llama.cpp, vLLM, Ollama) read `max_tokens`, so any other endpoint gets both (docs/models.md).
+        extra = {} if _is_openai(os.environ.get("OPENAI_BASE_URL")) else {"extra_body": {"max_tokens": max_tokens}}
+        return ChatOpenAI(model=name, temperature=temperature, max_tokens=max_tokens, **extra), name
     except Exception as exc:  # a missing key is a configuration problem, not a crash
         raise UserFacingError(f"cannot build ChatOpenAI model {name!r}: {exc}") from None
 

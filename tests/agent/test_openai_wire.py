@@ -184,7 +184,8 @@ def test_every_model_call_of_the_thread_crossed_the_wire(both: Both) -> None:
     assert nodes == ["investigate", "hypothesis", "judge", "investigate", "investigate", "hypothesis", "judge"]
     for call, node in zip(chat, nodes, strict=True):
         assert call.body["model"] == MODEL and call.body["stream"] is False
-        assert call.body["max_tokens"] > 0  # every call is capped
+        # every call is capped: OpenAI's name, and the legacy one local servers read
+        assert call.body["max_completion_tokens"] == call.body["max_tokens"] == 1024
         assert ("tools" in call.body) == (node == "investigate"), node
         # the hypothesis and the judge ask for their schema, strict (OpenAI's structured outputs)
         fmt = call.body.get("response_format")
