@@ -193,6 +193,9 @@ def build_graph(deps: RoundDeps) -> Any:
         text = answer.content if isinstance(answer.content, str) else render_for_model(answer.content)
         if skipped:
             text = f"{text} (already in evidence, not repeated: {'; '.join(skipped)})".strip()
+        if answer.invalid_tool_calls:  # arguments that are not JSON: said in the thread, never run
+            bad = "; ".join(f"{c.get('name')}: {c.get('error') or 'bad arguments'}" for c in answer.invalid_tool_calls)
+            text = f"{text} (invalid tool calls, not run: {outcomes.clip(bad, 200)})".strip()
         mid = deps.mid("investigate", i)
         await emit(
             AiMessage(

@@ -71,7 +71,8 @@ class Failed:
 
 def endpoint_of(model: Any) -> str:
     """Where a model's calls go: base URL and model name for ChatOpenAI, the class name otherwise."""
-    base = getattr(model, "openai_api_base", None) or ""
+    client = getattr(model, "root_async_client", None)  # OPENAI_BASE_URL as the client resolved it
+    base = str(getattr(client, "base_url", None) or getattr(model, "openai_api_base", None) or "")
     name = getattr(model, "model_name", None) or type(model).__name__
     return f"{base}|{name}"
 
@@ -102,6 +103,16 @@ def _text(answer: AIMessage) -> str:
     return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
 
 
+async def _asked(ask: Ask, model: Any, messages: list[BaseMessage]) -> AIMessage:
+    """The answer, also when it was cut at max_tokens: langchain-openai raises on finish_reason
+    `length` when a response_format is sent; the cut text is still the model's answer to judge."""
+    try:
+        return await ask(model, messages)
+    except openai.LengthFinishReasonError as exc:
+        text = exc.completion.choices[0].message.content or ""
+        return AIMessage(content=text, response_metadata={"finish_reason": "length"})
+
+
 def _truncated(answer: AIMessage) -> bool:
     return (answer.response_metadata or {}).get("finish_reason") == "length"
 
@@ -116,7 +127,7 @@ async def _ask_in_mode(
         fmt = request_format(mode, name, schema)
         bound = model.bind(response_format=fmt) if fmt else model
         try:
-            answer = await ask(bound, messages)
+            answer = await _asked(ask, bound, messages)
         except openai.APIStatusError as exc:
             if k + 1 < len(modes) and refuses_format(exc):
                 continue
@@ -160,7 +171,7 @@ async def ask_structured(
     except AnswerError as exc:
         first_error = str(exc)
     retry = [*messages, AIMessage(content=_text(answer)), HumanMessage(content=repair_prompt(first_error, schema))]
-    again = await ask(bound, retry)
+    again = await _asked(ask, bound, retry)
     try:
         return Parsed(_check(again, shape), _text(again), mode, repaired=True)
     except AnswerError as exc:
