@@ -571,7 +571,9 @@ class OpenAIStandin:
         status, out, _headers = self.complete_with_headers(authorization, raw)
         return status, out
 
-    def complete_with_headers(self, authorization: str | None, raw: bytes) -> tuple[int, Json, dict[str, str]]:
+    def complete_with_headers(
+        self, authorization: str | None, raw: bytes
+    ) -> tuple[int, Json, dict[str, str]]:
         body: Any = None
         headers: dict[str, str] = {}
         try:
@@ -627,7 +629,9 @@ class OpenAIStandin:
         """The response_format as the played server takes it (model_roles.py)."""
         if self.mode == "openai":
             check_response_format(fmt, messages)
-        elif self.mode == "llama-cpp" and (not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object")):
+        elif self.mode == "llama-cpp" and (
+            not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object")
+        ):
             raise bad(model_roles.LLAMA_CPP_REFUSAL, "response_format.type", "literal_error")
 
     def _as_enforced(self, body: Json) -> Json:
@@ -635,7 +639,11 @@ class OpenAIStandin:
         fmt = body.get("response_format") or {}
         if self.mode == "none":
             return {k: v for k, v in body.items() if k != "response_format"}
-        if self.mode == "llama-cpp" and fmt.get("type") == "json_object" and isinstance(fmt.get("schema"), dict):
+        if (
+            self.mode == "llama-cpp"
+            and fmt.get("type") == "json_object"
+            and isinstance(fmt.get("schema"), dict)
+        ):
             schema = {"name": "schema", "schema": fmt["schema"]}
             return {**body, "response_format": {"type": "json_schema", "json_schema": schema}}
         return body

@@ -38,7 +38,7 @@ from services.agent.config import EVIDENCE_TOOL, AgentConfig
 from services.agent.context import LoadedContext, message_tokens, to_messages
 from services.agent.emitter import EventEmitter
 from services.agent.mcp_client import McpToolbox
-from services.agent.playbooks import Plan
+from services.agent.playbooks import PlaybookPlan
 from services.agent.preamble import evidence_in_hand, outside_window, pinned_window
 from services.agent.structured import Failed, ask_structured
 from services.agent.toolpath import ToolPath
@@ -75,7 +75,7 @@ class RoundDeps:
     emitter: EventEmitter
     raw_reader: Any  # async (evidence_id) -> raw, used by the judge
     model_inputs: list[tuple[str, int]] = field(default_factory=list)
-    playbook: Plan | None = None  # an alert's deterministic first calls (services/agent/playbooks.py)
+    playbook: PlaybookPlan | None = None  # an alert's deterministic first calls (services/agent/playbooks.py)
 
     @property
     def thread_ts(self) -> str:
@@ -132,14 +132,16 @@ def build_graph(deps: RoundDeps) -> Any:
         if deps.config.step_delay > 0:
             await asyncio.sleep(deps.config.step_delay)
 
-    async def playbook_turn(state: RoundState, plan: Plan) -> RoundState | None:
+    async def playbook_turn(state: RoundState, plan: PlaybookPlan) -> RoundState | None:
         """The playbook's calls as the round's first turn, before any model call (None: nothing new)."""
         calls: list[ToolCall] = []
         for name, args in plan.calls:
             key = call_key(name, args)
             if key in earlier or any(call_key(c.name, c.args) == key for c in calls):
                 continue
-            calls.append(ToolCall(id=tool_call_id(deps.thread_ts, deps.round, name, args), name=name, args=args))
+            calls.append(
+                ToolCall(id=tool_call_id(deps.thread_ts, deps.round, name, args), name=name, args=args)
+            )
         if not calls:
             return None
         mid = deps.mid("investigate", 0)
@@ -194,7 +196,9 @@ def build_graph(deps: RoundDeps) -> Any:
         if skipped:
             text = f"{text} (already in evidence, not repeated: {'; '.join(skipped)})".strip()
         if answer.invalid_tool_calls:  # arguments that are not JSON: said in the thread, never run
-            bad = "; ".join(f"{c.get('name')}: {c.get('error') or 'bad arguments'}" for c in answer.invalid_tool_calls)
+            bad = "; ".join(
+                f"{c.get('name')}: {c.get('error') or 'bad arguments'}" for c in answer.invalid_tool_calls
+            )
             text = f"{text} (invalid tool calls, not run: {outcomes.clip(bad, 200)})".strip()
         mid = deps.mid("investigate", i)
         await emit(
@@ -252,9 +256,13 @@ def build_graph(deps: RoundDeps) -> Any:
             HypothesisAnswer,
         )
         mid = deps.mid("hypothesis", 0)
-        failure = result.reason if isinstance(result, Failed) else None
-        claims = [] if isinstance(result, Failed) else [Claim(**c.model_dump()) for c in result.value.claims]
-        summary = outcomes.hypothesis_failed_text(result.reason) if failure else result.value.summary
+        if isinstance(result, Failed):
+            failure: str | None = result.reason
+            claims: list[Claim] = []
+            summary = outcomes.hypothesis_failed_text(result.reason)
+        else:
+            failure, summary = None, result.value.summary
+            claims = [Claim(**c.model_dump()) for c in result.value.claims]
         await emit(
             AiMessage(
                 thread_ts=deps.thread_ts,
@@ -269,7 +277,11 @@ def build_graph(deps: RoundDeps) -> Any:
                 raw_answer=result.text if failure else None,
             )
         )
-        told = summary if failure else canonical_json({"summary": summary, "claims": [c.model_dump() for c in claims]})
+        told = (
+            summary
+            if failure
+            else canonical_json({"summary": summary, "claims": [c.model_dump() for c in claims]})
+        )
         turn.append(AIMessage(content=told, id=mid))
         await pause()
         return {
@@ -312,7 +324,9 @@ def build_graph(deps: RoundDeps) -> Any:
             SystemMessage(content=prompts.JUDGE),
             HumanMessage(content="JUDGE INPUT " + canonical_json(payload)),
         ]
-        result = await ask_structured(lambda m, msgs: ask(m, "judge", msgs), deps.judge_model, messages, JudgeAnswer)
+        result = await ask_structured(
+            lambda m, msgs: ask(m, "judge", msgs), deps.judge_model, messages, JudgeAnswer
+        )
         if isinstance(result, Failed):
             return await judge_failed(state, result)
         verdict = result.value.model_dump()
@@ -409,7 +423,9 @@ def build_graph(deps: RoundDeps) -> Any:
                 round=deps.round,
                 kind=kind,
                 text=text,
-                model=deps.agent_model_name if kind == "summary" or state.get("hypothesis_failure") else deps.judge_model_name,
+                model=deps.agent_model_name
+                if kind == "summary" or state.get("hypothesis_failure")
+                else deps.judge_model_name,
             ),
             RoundCommitted(
                 thread_ts=deps.thread_ts,

@@ -10,9 +10,9 @@ deliberately skipped), so a round that dies or times out is simply redelivered.
 from __future__ import annotations
 
 import argparse
-import os
 import asyncio
 import logging
+import os
 import shlex
 import signal
 import threading
@@ -28,10 +28,10 @@ from schemas import topics
 from schemas.events import EventDecodeError, Wake, parse_event
 from services.agent import metrics
 from services.agent.config import AgentConfig, build_config, load_file
-from services.agent.playbooks import load_playbooks
 from services.agent.emitter import EventEmitter, dead_letter_sender
 from services.agent.mcp_client import McpToolbox
 from services.agent.offsets import OffsetTracker
+from services.agent.playbooks import load_playbooks
 from services.agent.round import Models, RoundResult, TriggerNotProjected, run_round
 from services.agent.toolpath import ProjectionTimeout
 from services.runtime.checks import check_kafka, check_kafka_access
@@ -270,7 +270,9 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
     models = dict(data.pop("models", None) or {})
     # --model over AGENT_MODEL over the config file (JUDGE_MODEL likewise; the judge defaults to the agent's)
     agent_model = args.model or os.environ.get("AGENT_MODEL")
-    judge_model = args.judge_model or os.environ.get("JUDGE_MODEL") or (None if "judge" in models else agent_model)
+    judge_model = (
+        args.judge_model or os.environ.get("JUDGE_MODEL") or (None if "judge" in models else agent_model)
+    )
     if agent_model:
         models["agent"] = agent_model
     if judge_model:

@@ -25,8 +25,11 @@ def _one(name: str, temperature: float, max_tokens: int) -> tuple[BaseChatModel,
         # OPENAI_API_KEY and OPENAI_BASE_URL come from the environment, as the client reads them.
         # langchain-openai sends the cap as `max_completion_tokens` (OpenAI's name); local servers
         # (llama.cpp, vLLM, Ollama) read `max_tokens`, so any other endpoint gets both (docs/models.md).
-        extra = {} if _is_openai(os.environ.get("OPENAI_BASE_URL")) else {"extra_body": {"max_tokens": max_tokens}}
-        return ChatOpenAI(model=name, temperature=temperature, max_tokens=max_tokens, **extra), name
+        extra_body = None if _is_openai(os.environ.get("OPENAI_BASE_URL")) else {"max_tokens": max_tokens}
+        model = ChatOpenAI(
+            model=name, temperature=temperature, max_completion_tokens=max_tokens, extra_body=extra_body
+        )
+        return model, name
     except Exception as exc:  # a missing key is a configuration problem, not a crash
         raise UserFacingError(f"cannot build ChatOpenAI model {name!r}: {exc}") from None
 

@@ -137,7 +137,7 @@ def _fill(value: Any, labels: Mapping[str, str]) -> Any:
 
 
 @dataclass(frozen=True)
-class Plan:
+class PlaybookPlan:
     playbook: str
     calls: list[tuple[str, dict[str, Any]]]  # (tool, args), in the playbook's order
     skipped: list[str]  # why each left-out call was left out
@@ -148,7 +148,7 @@ def plan_calls(
     labels: Mapping[str, str],
     window: tuple[str, str] | None,
     offered: Mapping[str, set[str]],
-) -> Plan:
+) -> PlaybookPlan:
     """The playbook's calls for one alert: labels filled in, the pinned window set, unknown tools out.
 
     `offered` maps each offered tool to its parameter names.
@@ -168,7 +168,7 @@ def plan_calls(
         if window is not None and all(a in params for a in WINDOW_ARGS):
             args = {**args, "start": window[0], "end": window[1]}
         calls.append((call.tool, args))
-    return Plan(playbook.name, calls, skipped)
+    return PlaybookPlan(playbook.name, calls, skipped)
 
 
 def offered_params(specs: list[dict[str, Any]]) -> dict[str, set[str]]:

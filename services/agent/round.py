@@ -27,7 +27,14 @@ from services.agent.context import LoadedContext, load_context, row_digest
 from services.agent.emitter import EventEmitter
 from services.agent.graph import RoundDeps, build_graph
 from services.agent.mcp_client import McpToolbox, ToolCallError
-from services.agent.playbooks import Plan, alert_labels, choose, load_playbooks, offered_params, plan_calls
+from services.agent.playbooks import (
+    PlaybookPlan,
+    alert_labels,
+    choose,
+    load_playbooks,
+    offered_params,
+    plan_calls,
+)
 from services.agent.preamble import Trigger, pinned_window, render_preamble
 from services.agent.rerender import Plan, plan_rerenders
 from services.agent.toolpath import ProjectionTimeout, ToolPath
@@ -120,7 +127,7 @@ async def _wait_visible(conn: psycopg.Connection, message_id: str, timeout: floa
     return False
 
 
-def playbook_plan(ctx: LoadedContext, toolbox: McpToolbox) -> Plan | None:
+def playbook_plan(ctx: LoadedContext, toolbox: McpToolbox) -> PlaybookPlan | None:
     """The alert's playbook calls: deterministic work before any model call (alert rounds only)."""
     alert = next((r.value for r in ctx.rows if r.role == "alert" and isinstance(r.value, dict)), None)
     if alert is None:

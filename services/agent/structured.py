@@ -170,7 +170,11 @@ async def ask_structured(
         return Parsed(_check(answer, shape), _text(answer), mode, repaired=False)
     except AnswerError as exc:
         first_error = str(exc)
-    retry = [*messages, AIMessage(content=_text(answer)), HumanMessage(content=repair_prompt(first_error, schema))]
+    retry = [
+        *messages,
+        AIMessage(content=_text(answer)),
+        HumanMessage(content=repair_prompt(first_error, schema)),
+    ]
     again = await _asked(ask, bound, retry)
     try:
         return Parsed(_check(again, shape), _text(again), mode, repaired=True)

@@ -59,7 +59,12 @@ class Played:
         return [c for c in self.calls if _node(c) == node]
 
     def tools(self) -> list[str]:
-        calls = {c["id"]: c["name"] for r in self.rows if r.role == "ai" for c in json.loads(r.content)["tool_calls"]}
+        calls = {
+            c["id"]: c["name"]
+            for r in self.rows
+            if r.role == "ai"
+            for c in json.loads(r.content)["tool_calls"]
+        }
         return [calls[r.tool_call_id] for r in self.rows if r.role == "tool" and r.tool_call_id]
 
 
@@ -67,7 +72,9 @@ class Played:
 def no_playbook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Playbooks that match no alert: what the model does with tools is then all there is."""
     path = tmp_path / "none.yaml"
-    path.write_text("playbooks:\n  - name: never\n    match: {alertname: [NoSuchAlert]}\n    calls: [{tool: query_loki}]\n")
+    path.write_text(
+        "playbooks:\n  - name: never\n    match: {alertname: [NoSuchAlert]}\n    calls: [{tool: query_loki}]\n"
+    )
     monkeypatch.setenv(PLAYBOOKS_ENV, str(path))
 
 
@@ -167,7 +174,9 @@ def test_an_answer_without_json_is_repaired_once_quoting_the_error(serve: Any) -
     _valid_hypothesis(played)
 
 
-def test_a_hypothesis_that_never_validates_is_a_recorded_failure_never_an_empty_hypothesis(serve: Any) -> None:
+def test_a_hypothesis_that_never_validates_is_a_recorded_failure_never_an_empty_hypothesis(
+    serve: Any,
+) -> None:
     oai = serve("none")
     oai.misbehave("no_json", node="hypothesis", times=-1)
     played = _play(oai)
@@ -219,10 +228,16 @@ def test_a_model_that_calls_no_tool_still_gets_the_playbooks_evidence(serve: Any
     played = _play(oai)
     assert played.tools() == ["query_loki", "query_prometheus", "get_pod_events"]
     assert played.row("ai", "investigate")["model"] == "playbook:kube-oom"
-    assert not [c for c in played.sent("investigate") if c.response and c.response["choices"][0]["message"].get("tool_calls")]
+    assert not [
+        c
+        for c in played.sent("investigate")
+        if c.response and c.response["choices"][0]["message"].get("tool_calls")
+    ]
 
 
-def test_without_a_playbook_a_model_that_calls_no_tool_leaves_no_evidence(serve: Any, no_playbook: None) -> None:
+def test_without_a_playbook_a_model_that_calls_no_tool_leaves_no_evidence(
+    serve: Any, no_playbook: None
+) -> None:
     oai = serve("openai")
     oai.misbehave("no_tool_calls", node="investigate", times=-1)
     played = _play(oai)
@@ -253,7 +268,9 @@ def test_an_unknown_tool_name_is_answered_with_a_truthful_error(serve: Any, no_p
 
 
 @pytest.mark.parametrize(("fault", "status"), [("status_429", 429), ("status_500", 500)])
-def test_a_transient_429_or_500_is_retried_and_the_round_completes(serve: Any, fault: Any, status: int) -> None:
+def test_a_transient_429_or_500_is_retried_and_the_round_completes(
+    serve: Any, fault: Any, status: int
+) -> None:
     oai = serve("openai")
     oai.misbehave(fault, node="hypothesis", times=1)
     played = _play(oai)

@@ -181,7 +181,15 @@ def test_every_model_call_of_the_thread_crossed_the_wire(both: Both) -> None:
     # (no model call), then investigate (done), hypothesis, judge; round 2: investigate x2, hypothesis, judge.
     assert len(chat) == len(both.wire.thread.calls) == 7
     nodes = [node for _, node, _ in both.wire.thread.calls]
-    assert nodes == ["investigate", "hypothesis", "judge", "investigate", "investigate", "hypothesis", "judge"]
+    assert nodes == [
+        "investigate",
+        "hypothesis",
+        "judge",
+        "investigate",
+        "investigate",
+        "hypothesis",
+        "judge",
+    ]
     for call, node in zip(chat, nodes, strict=True):
         assert call.body["model"] == MODEL and call.body["stream"] is False
         # every call is capped: OpenAI's name, and the legacy one local servers read
@@ -193,7 +201,9 @@ def test_every_model_call_of_the_thread_crossed_the_wire(both: Both) -> None:
             assert fmt is None
         else:
             assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True, node
-            assert fmt["json_schema"]["name"] == {"hypothesis": "HypothesisAnswer", "judge": "JudgeAnswer"}[node]
+            assert (
+                fmt["json_schema"]["name"] == {"hypothesis": "HypothesisAnswer", "judge": "JudgeAnswer"}[node]
+            )
         assert call.response is not None
         assert call.response["model"] == MODEL and call.response["system_fingerprint"] == STANDIN
     assert [c.response["choices"][0]["finish_reason"] for c in chat if c.response][3:5] == [
