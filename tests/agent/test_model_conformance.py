@@ -170,6 +170,7 @@ def test_an_answer_without_json_is_repaired_once_quoting_the_error(serve: Any) -
     first, repair = played.sent("hypothesis")
     last = repair.body["messages"][-1]
     assert last["role"] == "user" and "holds no JSON object" in last["content"]
+    assert first.response is not None
     assert repair.body["messages"][-2]["content"] == first.response["choices"][0]["message"]["content"]
     _valid_hypothesis(played)
 
@@ -211,6 +212,7 @@ def test_output_cut_at_max_tokens_is_repaired_or_failed_saying_so(serve: Any) ->
     oai.misbehave("truncated", node="hypothesis", times=1)
     played = _play(oai)
     first, _repair = played.sent("hypothesis")
+    assert first.response is not None
     assert first.response["choices"][0]["finish_reason"] == "length"
     _valid_hypothesis(played)
     oai = serve("openai")
