@@ -243,8 +243,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wake-topic", default=None)
     parser.add_argument("--dlq-topic", default=topics.DLQ)
     parser.add_argument("--group", default=None, help="consumer group of the wake consumer")
-    parser.add_argument("--model", default=None, help="agent model: 'local' or a ChatOpenAI model name")
-    parser.add_argument("--judge-model", default=None, help="judge model: 'local' or a ChatOpenAI model name")
+    parser.add_argument(
+        "--model", default=None, help="agent model: 'local' or a ChatOpenAI model name (default: AGENT_MODEL)"
+    )
+    parser.add_argument(
+        "--judge-model",
+        default=None,
+        help="judge model: 'local' or a ChatOpenAI model name (default: JUDGE_MODEL, else the agent's)",
+    )
     parser.add_argument(
         "--mcp-command", default=None, help="one stdio MCP server command (replaces the configured)"
     )
