@@ -364,30 +364,13 @@ def build_graph(deps: RoundDeps) -> Any:
     async def nothing_to_judge(state: RoundState) -> RoundState:
         """The judge never grades a failed hypothesis: it records that there was nothing to grade."""
         hid = str(state.get("hypothesis_id"))
-        verdict = JudgeVerdict(
-            thread_ts=deps.thread_ts,
-            message_id=deps.mid("judge", 0),
-            event_time=_now(),
-            round=deps.round,
-            grounded=False,
-            hypothesis_id=hid,
-            model=outcomes.NO_MODEL,
-            failure=outcomes.nothing_to_judge(hid),
+        return await record_verdict(
+            state, outcomes.nothing_judged(deps.mid("judge", 0), deps.round, hid, _now())
         )
-        return await record_verdict(state, verdict)
 
     async def judge_failed(state: RoundState, result: Failed) -> RoundState:
-        verdict = JudgeVerdict(
-            thread_ts=deps.thread_ts,
-            message_id=deps.mid("judge", 0),
-            event_time=_now(),
-            round=deps.round,
-            grounded=False,
-            hypothesis_id=str(state.get("hypothesis_id")),
-            model=deps.judge_model_name,
-            failure=outcomes.judge_failed_text(result.reason),
-            raw_answer=result.text,
-        )
+        hid, mid = str(state.get("hypothesis_id")), deps.mid("judge", 0)
+        verdict = outcomes.judge_failed(mid, deps.round, hid, deps.judge_model_name, result, _now())
         return await record_verdict(state, verdict)
 
     async def post(state: RoundState) -> RoundState:

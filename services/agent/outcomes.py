@@ -7,6 +7,12 @@ the people in the thread which step failed and where the model's text is kept.
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from schemas.events import JudgeVerdict
+from schemas.ids import parse_message_id
+from services.agent.structured import Failed
+
 NO_MODEL = "none (nothing to grade; no model was asked)"
 _REASON_CHARS = 300
 
@@ -38,4 +44,35 @@ def failure_post(hypothesis_id: str, hypothesis_failure: str | None, judge_failu
     return (
         f"The judge's answer could not be used ({clip(judge_failure or 'unknown')}), so the hypothesis "
         f"{hypothesis_id} is ungraded and I am not posting it as a conclusion. Mention me to try again."
+    )
+
+
+def nothing_judged(message_id: str, round_: int, hypothesis_id: str, now: datetime) -> JudgeVerdict:
+    """The judge's row when the hypothesis failed: no model asked, nothing graded, and why."""
+    return JudgeVerdict(
+        thread_ts=parse_message_id(message_id)[0],
+        message_id=message_id,
+        event_time=now,
+        round=round_,
+        grounded=False,
+        hypothesis_id=hypothesis_id,
+        model=NO_MODEL,
+        failure=nothing_to_judge(hypothesis_id),
+    )
+
+
+def judge_failed(
+    message_id: str, round_: int, hypothesis_id: str, model: str, result: Failed, now: datetime
+) -> JudgeVerdict:
+    """The judge's row when its own answer never validated: the reason and its text, no grades."""
+    return JudgeVerdict(
+        thread_ts=parse_message_id(message_id)[0],
+        message_id=message_id,
+        event_time=now,
+        round=round_,
+        grounded=False,
+        hypothesis_id=hypothesis_id,
+        model=model,
+        failure=judge_failed_text(result.reason),
+        raw_answer=result.text,
     )
