@@ -531,9 +531,30 @@ class OpenAIStandin:
     api_keys: tuple[str, ...] = (DEFAULT_API_KEY,)
     url: str = ""
     mode: ServerMode = "openai"  # structured-output support of the server played (model_roles.py)
-    script: Script = field(default_factory=Script)
+    faults: Script = field(default_factory=Script)  # scripted misbehaviour (misbehave)
     _calls: list[WireCall] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _script: list[list[Json]] = field(default_factory=list)
+
+    def script_tool_calls(self, *turns: list[Json]) -> None:
+        """Answer the next requests that offer tools with these calls (`{"name", "args"}` each), as a
+        hostile or broken model would: names and arguments are sent as given, offered or not. Once
+        the script is used up, the deterministic logic answers again."""
+        with self._lock:
+            self._script.extend(list(turn) for turn in turns)
+
+    def _scripted(self, body: Json) -> tuple[AIMessage, str] | None:
+        if not body.get("tools"):
+            return None
+        with self._lock:
+            if not self._script:
+                return None
+            turn = self._script.pop(0)
+        calls = [
+            {"name": c["name"], "args": c["args"], "id": f"s{k}", "type": "tool_call"}
+            for k, c in enumerate(turn)
+        ]
+        return AIMessage(content="", tool_calls=calls), "tool_calls" if calls else "stop"
 
     @property
     def base_url(self) -> str:
@@ -549,7 +570,7 @@ class OpenAIStandin:
 
     def misbehave(self, fault: Fault, node: str | None = None, times: int = 1) -> None:
         """Play `fault` on the next `times` answers for `node` (investigate, hypothesis, judge)."""
-        self.script.add(fault, node, times)
+        self.faults.add(fault, node, times)
 
     def calls(self) -> list[WireCall]:
         with self._lock:
@@ -619,10 +640,10 @@ class OpenAIStandin:
             raise unsupported("streaming is not implemented (our calls send stream=false)", "stream")
         if body.get("n") not in (None, 1):
             raise unsupported("n must be 1", "n")
-        fault = self.script.take(model_roles.node_of(body["messages"]))
+        fault = self.faults.take(model_roles.node_of(body["messages"]))
         if fault in ("status_429", "status_500"):
             raise _status_fault(fault)
-        message, finish = answer(self._as_enforced(body))
+        message, finish = self._scripted(body) or answer(self._as_enforced(body))
         return _spoiled(completion(body, message, finish), fault, model_roles.enforced(self.mode, fmt))
 
     def _check_format(self, fmt: Any, messages: list[Json]) -> None:
