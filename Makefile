@@ -54,7 +54,7 @@ test-integration: venv
 	INTEGRATION_DIR=$(INTEGRATION_DIR) $(BIN)/pytest -q -m integration tests/integration $(PYTEST_ARGS)
 
 demo: up
-	$(IM) demo
+	$(IM) demo $(if $(MODEL),--model $(MODEL)) $(if $(JUDGE_MODEL),--judge-model $(JUDGE_MODEL))
 
 bench: up
 	$(IM) bench

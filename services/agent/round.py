@@ -29,6 +29,14 @@ from services.agent.emitter import EventEmitter
 from services.agent.graph import RoundDeps, build_graph
 from services.agent.guard import guard_for
 from services.agent.mcp_client import McpToolbox, ToolCallError
+from services.agent.playbooks import (
+    PlaybookPlan,
+    alert_labels,
+    choose,
+    load_playbooks,
+    offered_params,
+    plan_calls,
+)
 from services.agent.preamble import Trigger, pinned_window, render_preamble
 from services.agent.rerender import Plan, plan_rerenders
 from services.agent.toolpath import ProjectionTimeout, ToolPath
@@ -120,6 +128,19 @@ async def _wait_visible(conn: psycopg.Connection, message_id: str, timeout: floa
             return True
         await asyncio.sleep(0.05)
     return False
+
+
+def playbook_plan(ctx: LoadedContext, toolbox: McpToolbox) -> PlaybookPlan | None:
+    """The alert's playbook calls: deterministic work before any model call (alert rounds only)."""
+    alert = next((r.value for r in ctx.rows if r.role == "alert" and isinstance(r.value, dict)), None)
+    if alert is None:
+        return None
+    alertname, labels = alert_labels(alert)
+    playbook = choose(load_playbooks(), alertname, labels)
+    if playbook is None:
+        return None
+    offered = offered_params(toolbox.tool_specs(exclude=(EVIDENCE_TOOL,)))
+    return plan_calls(playbook, labels, pinned_window(ctx), offered)
 
 
 def plan_round(
@@ -223,6 +244,7 @@ async def run_round(
             ),
             emitter=emitter,
             raw_reader=read_raw,
+            playbook=playbook_plan(ctx, toolbox) if wake.reason == "alert" else None,
         )
         log.info("round started", extra=about(thread_ts, wake.trigger_message_id, round=round_))
         final = await build_graph(deps).ainvoke(

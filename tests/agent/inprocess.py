@@ -25,7 +25,7 @@ from services.agent.graph import RoundDeps, build_graph
 from services.agent.guard import guard_for
 from services.agent.mcp_client import McpToolbox
 from services.agent.preamble import Trigger, render_preamble
-from services.agent.round import alert_context, plan_round
+from services.agent.round import alert_context, plan_round, playbook_plan
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.agent.toolpath import CachedDigest, ToolPath
 from services.compactor.selector import default_selector
@@ -184,6 +184,7 @@ class Seeded:
             tools=tools,
             emitter=emitter,  # type: ignore[arg-type]
             raw_reader=read_raw,
+            playbook=playbook_plan(ctx, toolbox) if wake.reason == "alert" else None,
         )
         await build_graph(deps).ainvoke({}, config={"recursion_limit": 4 * self.config.max_tool_turns + 10})
         self.calls.extend((round_, node, tokens) for node, tokens in deps.model_inputs)
