@@ -29,6 +29,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "rederive": ("services.rederive.main", "re-derive through a new compactor, blue/green, with a diff"),
     "show": ("services.projector.show", "print a thread's row-by-row table"),
     "threads": ("services.projector.show_threads", "list threads with status, rounds and tokens"),
+    "review": ("services.review.main", "serve the read-only review page (raw beside compact, per row)"),
     "compact": ("services.compactor.cli", "compact one raw tool result read from stdin"),
     "bench": ("benchmarks.run", "run the benchmarks and write BENCHMARKS.md"),
 }
