@@ -11,7 +11,7 @@ from services.review.model import ThreadRow
 
 def test_fixed_words_drop_times_counts_digits_clip_and_the_added_level_tag() -> None:
     item = "03:12:44–03:14:01 ERROR connection reset by peer conn=812 [conn=1..900]"
-    assert patterns.fixed_words(item) == ["connection", "reset", "by", "peer"]
+    assert patterns.fixed_words(item) == ["connection", "reset", "by", "peer", "conn"]
     clipped = "2026-03-14 03:12:44 upstream timed out while reading respo…(+120 chars)"
     assert patterns.fixed_words(clipped) == ["upstream", "timed", "out", "while", "reading"]
     assert patterns.fixed_words("GC pause took *ms on pod-*") == ["GC", "pause", "took", "on"]
@@ -33,8 +33,26 @@ def test_each_line_goes_to_its_most_specific_pattern_once() -> None:
         {"words": ["connection", "reset", "by", "peer"]},
         {"words": []},
     ]
-    lines = ["a connection reset by peer x=1", "connection reset", "reset connection", "nothing"]
-    assert patterns.assign(lines, pats) == [1, 0, None, None]
+    lines = [
+        "a connection reset by peer x=1",
+        "connection reset",
+        "reset: connection",
+        "connection",
+        "nothing",
+    ]
+    assert patterns.assign(lines, pats) == [1, 0, 0, None, None]
+
+
+def test_a_key_value_word_matches_the_same_field_in_a_json_line() -> None:
+    words = patterns.fixed_words("request completed req.method=POST res.statusCode=200")
+    assert words == ["request", "completed", "method", "POST", "statusCode"]
+    line = '{"msg":"request completed","req":{"method":"POST"},"res":{"statusCode":200}}'
+    assert patterns.assign(
+        [line, '{"msg":"request completed","req":{"method":"GET"}}'], [{"words": words}]
+    ) == [
+        0,
+        None,
+    ]
 
 
 def test_slack_links_only_for_slacks_own_shapes() -> None:
