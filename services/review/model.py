@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
+from urllib.parse import quote
 
 from schemas.canonical import canonical_json
 from schemas.row_description import describe
@@ -106,6 +107,7 @@ def renderings(row: ThreadRow) -> list[dict[str, Any]]:
 
 
 def table_row(row: ThreadRow, raw_tokens: int, largest: int) -> dict[str, Any]:
+    shown = [{"label": r["label"], "tokens": r["tokens"]} for r in renderings(row)]
     return {
         "seq": row.seq,
         "round": row.round,
@@ -118,7 +120,13 @@ def table_row(row: ThreadRow, raw_tokens: int, largest: int) -> dict[str, Any]:
         "raw_bar": bar(raw_tokens, largest),
         "context_bar": bar(row.tokens, largest),
         "silent": silent(row),
-        "renderings": [{"label": r["label"], "tokens": r["tokens"]} for r in renderings(row)],
+        "renderings": shown,
+        # Formatted once here: the page's table is the hot loop of its template.
+        "href": quote(row.id, safe=":"),
+        "round_shown": "-" if row.round is None else str(row.round),
+        "raw_shown": f"{raw_tokens:,}",
+        "context_shown": f"{row.tokens:,}",
+        "history": " → ".join(f"{r['label']} {r['tokens']:,}" for r in shown) if len(shown) > 1 else "",
     }
 
 

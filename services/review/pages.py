@@ -106,13 +106,37 @@ def thread(
     return model.thread_view(incident, rows, raw_tokens(conn, rows), post_records)
 
 
+def _slices(sizes: list[int], offset: int, limit: int) -> list[tuple[int, int, int, int]]:
+    """(stream, first entry, last entry, first line number) of each stream a page of lines covers."""
+    out, start = [], 0
+    for k, size in enumerate(sizes):
+        a, b = max(offset, start), min(offset + limit, start + size) - 1
+        if a <= b:
+            out.append((k, a - start, b - start, a))
+        start += size
+    return out
+
+
+def _loki_page(conn: psycopg.Connection, args: dict[str, Any]) -> dict[str, Any]:
+    shape = conn.execute(queries.LOKI_SHAPE, args).fetchall()
+    sizes = [int(size) for _k, size, _labels in shape]
+    lines = []
+    for k, a, b, first in _slices(sizes, int(args["offset"]), int(args["limit"])):
+        record = conn.execute(queries.LOKI_SLICE, {**args, "k": k, "a": a, "b": b}).fetchone()
+        for n, entry in enumerate(record[0] if record else [], start=first):
+            ts, text = [*entry, None, None][:2] if isinstance(entry, list) else (None, entry)
+            lines.append({"n": n, "stream": k, "ts": ts, "text": text})
+    return {
+        "kind": "loki",
+        "total": sum(sizes),
+        "streams": {k: labels for k, _s, labels in shape},
+        "lines": lines,
+    }
+
+
 def _raw_page(conn: psycopg.Connection, args: dict[str, Any], loki: bool) -> dict[str, Any]:
     if loki:
-        total, _streams = conn.execute(queries.LOKI_TOTAL, args).fetchone() or (0, 0)
-        lines = [{"n": args["offset"] + i, "stream": s, "ts": ts, "text": line}
-                 for i, (s, _e, ts, line) in enumerate(conn.execute(queries.LOKI_PAGE, args).fetchall())]  # fmt: skip
-        labels = {int(i): v for i, v in conn.execute(queries.LOKI_STREAMS, args).fetchall()}
-        return {"kind": "loki", "total": int(total), "streams": labels, "lines": lines}
+        return _loki_page(conn, args)
     total_rec = conn.execute(queries.JSON_TOTAL, args).fetchone()
     lines = [{"n": int(n), "text": text} for n, text in conn.execute(queries.JSON_PAGE, args).fetchall()]
     return {"kind": "json", "total": int(total_rec[0]) if total_rec else 0, "lines": lines}

@@ -26,7 +26,6 @@ _ITEM = re.compile(r"^(\d+)×\s*(.*)$", re.S)
 _RANGES = re.compile(r"\s\[[^\[\]]*\]$")
 _CLIP = re.compile(r"…\(\+\d+ chars\)$")
 _LEVEL_TAGS = {"WARN", "ERROR", "CRIT", "FATAL"}
-_SCAN_LIMIT = 1_000_000
 
 
 def fixed_words(text: str) -> list[str]:
@@ -98,12 +97,12 @@ def pattern_lines(
     chosen = next((k for k, p in enumerate(patterns) if str(p["index"]) == wanted), None)
     if chosen is None:
         return None
-    scan = {**args, "limit": _SCAN_LIMIT, "offset": 0}
-    records = conn.execute(queries.LOKI_PAGE, scan).fetchall()
-    owners = assign([str(r[3]) for r in records], patterns)
+    records = [(k, e[0] if isinstance(e, list) and e else None, e[1] if isinstance(e, list) and len(e) > 1 else e)
+               for k, values in conn.execute(queries.LOKI_ALL, args).fetchall() for e in values]  # fmt: skip
+    owners = assign([str(r[2]) for r in records], patterns)
     mine = [n for n, owner in enumerate(owners) if owner == chosen]
     start = int(args["offset"])
-    shown = [{"n": n, "stream": records[n][0], "ts": records[n][2], "text": records[n][3]}
+    shown = [{"n": n, "stream": records[n][0], "ts": records[n][1], "text": records[n][2]}
              for n in mine[start : start + page_lines]]  # fmt: skip
     stated = int(patterns[chosen]["count"])
     return {

@@ -82,39 +82,38 @@ SELECT post_id, phase, channel, slack_ts, root, recorded_at
 FROM slack_posts WHERE thread_ts = %s ORDER BY recorded_at, post_id, phase
 """
 
-# A Loki raw's lines, paged in Postgres: the whole raw never leaves the database. Lines are numbered
-# in the raw's own order (stream by stream, value by value), the numbering the compact's counts use.
-LOKI_PAGE = """
-SELECT (s.i - 1) AS stream, (v.j - 1) AS entry, v.val ->> 0 AS ts, v.val ->> 1 AS line
-FROM agent_messages m,
-     jsonb_array_elements(CASE WHEN jsonb_typeof(m.content -> 'data' -> 'result') = 'array'
-                               THEN m.content -> 'data' -> 'result' ELSE '[]'::jsonb END)
-         WITH ORDINALITY s(stream, i),
-     jsonb_array_elements(CASE WHEN jsonb_typeof(s.stream -> 'values') = 'array'
-                               THEN s.stream -> 'values' ELSE '[]'::jsonb END)
-         WITH ORDINALITY v(val, j)
-WHERE m.thread_ts = %(thread_ts)s AND m.id = %(id)s
-ORDER BY s.i, v.j
-LIMIT %(limit)s OFFSET %(offset)s
-"""
-
-LOKI_TOTAL = """
-SELECT coalesce(sum(CASE WHEN jsonb_typeof(s.stream -> 'values') = 'array'
-                         THEN jsonb_array_length(s.stream -> 'values') ELSE 0 END), 0),
-       count(s.stream)
-FROM agent_messages m,
-     jsonb_array_elements(CASE WHEN jsonb_typeof(m.content -> 'data' -> 'result') = 'array'
-                               THEN m.content -> 'data' -> 'result' ELSE '[]'::jsonb END) s(stream)
-WHERE m.thread_ts = %(thread_ts)s AND m.id = %(id)s
-"""
-
-LOKI_STREAMS = """
-SELECT (s.i - 1), s.stream -> 'stream'
+# A Loki raw, paged in Postgres: the whole raw never leaves the database. Lines are numbered in the
+# raw's own order (stream by stream, value by value). First the streams' labels and line counts, then
+# one jsonpath slice per stream a page covers: each reads the stored value once, where a set-returning
+# expansion would unpack and sort all 50,000 entries to return 200.
+_STREAMS = """
 FROM agent_messages m,
      jsonb_array_elements(CASE WHEN jsonb_typeof(m.content -> 'data' -> 'result') = 'array'
                                THEN m.content -> 'data' -> 'result' ELSE '[]'::jsonb END)
          WITH ORDINALITY s(stream, i)
 WHERE m.thread_ts = %(thread_ts)s AND m.id = %(id)s
+"""
+_VALUES = (
+    "CASE WHEN jsonb_typeof(s.stream -> 'values') = 'array' THEN s.stream -> 'values' ELSE '[]'::jsonb END"
+)
+
+LOKI_SHAPE = f"""
+SELECT (s.i - 1)::int, jsonb_array_length({_VALUES}), s.stream -> 'stream'
+{_STREAMS}
+ORDER BY s.i
+"""
+
+LOKI_SLICE = """
+SELECT jsonb_path_query_array(m.content, 'lax $.data.result[$k].values[$a to $b]',
+                              jsonb_build_object('k', %(k)s::int, 'a', %(a)s::int, 'b', %(b)s::int))
+FROM agent_messages m
+WHERE m.thread_ts = %(thread_ts)s AND m.id = %(id)s
+"""
+
+# Every line of a Loki raw, stream by stream (tracing a pattern to its lines reads them all, once).
+LOKI_ALL = f"""
+SELECT (s.i - 1)::int, {_VALUES}
+{_STREAMS}
 ORDER BY s.i
 """
 

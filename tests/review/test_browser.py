@@ -17,10 +17,10 @@ import httpx
 import pytest
 
 from deploy.local import browser as local_browser
+from deploy.local.review_threads import SENTINEL, hostile_thread
 from services.runtime.errors import UserFacingError
 
 from .conftest import ROOT, DemoThread
-from .threads import SENTINEL, hostile_thread
 
 pytestmark = pytest.mark.browser
 DOCS = ROOT / "docs"

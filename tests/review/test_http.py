@@ -7,11 +7,10 @@ import markupsafe
 import psycopg
 import pytest
 
+from deploy.local.review_threads import PAYLOADS, hostile_thread, long_thread
 from services.review.db import Reader
 from services.review.web import CSP
 from services.runtime.errors import UserFacingError
-
-from .threads import PAYLOADS, hostile_thread, long_thread
 
 
 def test_the_owner_login_is_refused_because_it_could_write(pg_dsn: str, pg_schema: str) -> None:

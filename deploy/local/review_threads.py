@@ -1,4 +1,4 @@
-"""Threads written straight into a test schema's projection, in the projector's row shape.
+"""Threads written straight into a schema's projection, in the projector's row shape (review tests, bench).
 
 The review page reads the projection and nothing else, so these rows are what it would read after the
 projector wrote them; the demo's thread (tests/review/conftest.py) covers the real pipeline's rows.
