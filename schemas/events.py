@@ -13,7 +13,16 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    field_validator,
+    model_serializer,
+)
 
 from schemas.canonical import canonical_json, canonical_json_bytes
 from schemas.ids import NULL_ROUND, message_id
@@ -73,6 +82,29 @@ class AlertReceived(EventBase):
     window_start: AwareDatetime
     window_end: AwareDatetime
     alert: dict[str, Any]
+    # What the model sees of the alert row when it differs from the content (redacted at write time by
+    # the compactor); None: the model sees the content. Left out of the bytes when None.
+    compact: dict[str, Any] | None = None
+
+    def row_content(self) -> dict[str, Any]:
+        """The alert row's `content` (the raw, verbatim): the one shape the projector stores and the
+        compactor renders the model's view of."""
+        return self.model_dump(
+            mode="json",
+            include={"status", "service", "alertname", "fingerprint", "window_start", "window_end", "alert"},
+        )
+
+    @model_serializer(mode="wrap")
+    def _without_null_compact(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_null_compact(handler(self))
+
+
+def _drop_null_compact(dumped: Any) -> Any:
+    """An event with no write-time compact serialises as it did before the field existed: the same
+    bytes on the topics for the same fact, whichever code wrote it."""
+    if isinstance(dumped, dict) and dumped.get("compact", 0) is None:
+        dumped.pop("compact")
+    return dumped
 
 
 class IncidentStateChanged(EventBase):
@@ -95,6 +127,24 @@ class HumanMessage(EventBase):
     text: str
     mention: bool = False
     edit_of: str | None = None  # ts of the message this one edits; edits are new facts, never rewrites
+    # What the model sees of the human row when it differs from the content (redacted, and later pastes
+    # compacted, at write time by the compactor); None: the model sees the content. Not in the bytes when None.
+    compact: dict[str, Any] | None = None
+
+    def row_content(self) -> dict[str, Any]:
+        """The human row's `content` (the raw, verbatim): the one shape the projector stores and the
+        compactor renders the model's view of."""
+        return {
+            "user": self.user,
+            "ts": self.ts,
+            "text": self.text,
+            "mention": self.mention,
+            "edit_of": self.edit_of,
+        }
+
+    @model_serializer(mode="wrap")
+    def _without_null_compact(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_null_compact(handler(self))
 
 
 class ToolCall(BaseModel):

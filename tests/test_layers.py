@@ -49,6 +49,8 @@ def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
             "Production never imports the dev tools",
         ),
         ("schemas/_planted.py", "from services.runtime import errors\n", "One way down"),
+        ("services/boundary/_planted.py", "from services.runtime import errors\n", "One way down"),
+        ("services/boundary/_planted2.py", "from services.compactor import fit\n", "One way down"),
         (
             "services/runtime/_planted.py",
             "from deploy.local import ports\n",

@@ -2,7 +2,8 @@
 
 Pure apart from the selector: the faust worker (services/compactor/worker.py) owns the
 I/O and only moves the bytes this module decides. Non-tool events are forwarded as the
-exact bytes that arrived; a `ToolResult` becomes a `CompactedToolResult` in canonical
+exact bytes that arrived, except a human message or an alert whose model view differs from its
+raw (a secret in it): it goes on with its write-time `compact` (turns.py); a `ToolResult` becomes a `CompactedToolResult` in canonical
 JSON; anything that cannot be processed becomes a `DeadLetter` with its reason and its
 partition/offset (invariant 12), so the worker never stops on it.
 """
@@ -36,6 +37,7 @@ from services.compactor.registry import (
     compact_tool_result,
 )
 from services.compactor.selector import Selector
+from services.compactor.turns import with_turn_compact
 from services.runtime.kafka import dead_letter
 
 STAGE = "compactor"
@@ -197,7 +199,8 @@ def process(
     ts, mid = event.thread_ts, event.message_id
     result: Forward | Compacted
     if not isinstance(event, ToolResult):
-        result = Forward(value, ts, mid)
+        turn = with_turn_compact(event)  # a human message or an alert, redacted for the model
+        result = Forward(value if turn is None else turn.to_bytes(), ts, mid)
     else:
         try:
             result = compact_event(

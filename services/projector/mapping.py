@@ -281,12 +281,8 @@ def map_event(event: EventBase) -> list[Op]:
 
 def _map_alert(event: AlertReceived) -> list[Op]:
     _check_id_round(event)
-    content = event.model_dump(
-        mode="json",
-        include={"status", "service", "alertname", "fingerprint", "window_start", "window_end", "alert"},
-    )
     return [
-        _place(_row(event, "alert", content)),
+        _place(_row(event, "alert", event.row_content(), compact=event.compact)),
         UpsertState(
             thread_ts=event.thread_ts,
             service=event.service,
@@ -318,14 +314,8 @@ def _map_state(event: IncidentStateChanged) -> list[Op]:
 def _map_human(event: HumanMessage) -> list[Op]:
     # Every human turn is recorded with round NULL (invariant 11): it is a fact of the thread,
     # not part of a bot round, so no marker will ever publish it.
-    content = {
-        "user": event.user,
-        "ts": event.ts,
-        "text": event.text,
-        "mention": event.mention,
-        "edit_of": event.edit_of,
-    }
-    return [InsertRow(_row(event, "human", content, outside_round=True))]
+    # `compact`: the model's view, written by the compactor when it differs from the raw (a secret).
+    return [InsertRow(_row(event, "human", event.row_content(), compact=event.compact, outside_round=True))]
 
 
 def _map_ai(event: AiMessage) -> list[Op]:
