@@ -49,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="show only threads of these Slack channels (comma-separated; default REVIEW_CHANNELS, else all)",
     )
 
+    parser.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="show raws verbatim, without the redactor's typed markers (an operator's explicit choice)",
+    )
+
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
@@ -62,7 +68,12 @@ def run(args: argparse.Namespace) -> int:
     reader = Reader(args.dsn or default_dsn(), args.schema)
     print(f"review: http://{args.host}:{args.port}/ (schema {args.schema}, read-only)", flush=True)
     try:
-        uvicorn.run(build_app(reader, channels), host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(
+            build_app(reader, channels, redact=not args.show_secrets),
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+        )
     finally:
         reader.close()
     return 0

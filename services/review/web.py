@@ -22,6 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from services.boundary.redact import redact_value
 from services.review import pages
 from services.review.db import Reader
 
@@ -78,12 +79,17 @@ def _int(request: Request, name: str, default: int) -> int:
 class ReviewApp:
     """The routes over one Reader; `channels` is the deployment's optional allow-list."""
 
-    def __init__(self, reader: Reader, channels: frozenset[str] | None = None) -> None:
+    def __init__(self, reader: Reader, channels: frozenset[str] | None = None, redact: bool = True) -> None:
         self.reader = reader
         self.channels = channels
+        self.redact = redact
         self.templates = Jinja2Templates(env=environment())
 
     def answer(self, request: Request, template: str, view: dict[str, Any], status: int = 200) -> Response:
+        # Every string shown, raw lines included, passes the model boundary's redactor: what the trust
+        # boundary keeps from the model is not shown here either (typed markers keep the line's shape).
+        # Counts are computed before, on the raw itself.
+        view = redact_value(view) if self.redact else view
         if wants_json(request):
             return JSONResponse(view, status_code=status)
         return self.templates.TemplateResponse(request, template, {"v": view}, status_code=status)
@@ -140,11 +146,8 @@ def security_headers(
 _LOWER = {k.lower() for k in SECURITY_HEADERS}
 
 
-def build_app(reader: Reader, channels: frozenset[str] | None = None) -> Any:
-    review = ReviewApp(reader, channels)
-
-    async def readonly_only(request: Request) -> Response:
-        return Response("read-only", status_code=405, headers={"Allow": "GET, HEAD"})
+def build_app(reader: Reader, channels: frozenset[str] | None = None, *, redact: bool = True) -> Any:
+    review = ReviewApp(reader, channels, redact)
 
     app = Starlette(
         routes=[

@@ -33,12 +33,14 @@ class Served:
 
 
 @contextmanager
-def serve(dsn: str, schema: str, channels: frozenset[str] | None = None) -> Iterator[Served]:
+def serve(
+    dsn: str, schema: str, channels: frozenset[str] | None = None, redact: bool = True
+) -> Iterator[Served]:
     reader = Reader(dsn, schema)
     sock, url = asgi_thread.listen()
     try:
         with asgi_thread.running(
-            asgi_thread.server(build_app(reader, channels), lifespan="off"), sock, "review"
+            asgi_thread.server(build_app(reader, channels, redact=redact), lifespan="off"), sock, "review"
         ):
             yield Served(url, reader)
     finally:
@@ -47,7 +49,7 @@ def serve(dsn: str, schema: str, channels: frozenset[str] | None = None) -> Iter
 
 @pytest.fixture(scope="session")
 def serve_schema(review_dsn: str) -> Callable[..., AbstractContextManager[Served]]:
-    return lambda schema, channels=None: serve(review_dsn, schema, channels)
+    return lambda schema, channels=None, redact=True: serve(review_dsn, schema, channels, redact)
 
 
 @dataclass(frozen=True)

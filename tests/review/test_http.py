@@ -7,7 +7,14 @@ import markupsafe
 import psycopg
 import pytest
 
-from deploy.local.review_threads import PAYLOADS, hostile_thread, long_thread
+from deploy.local.review_threads import (
+    PAYLOADS,
+    hostile_thread,
+    insert_incident,
+    insert_row,
+    loki_raw,
+    long_thread,
+)
 from services.review.db import Reader
 from services.review.web import CSP
 from services.runtime.errors import UserFacingError
@@ -111,3 +118,20 @@ def test_the_incident_list_filters_and_searches(serve_schema, pg_schema: str, ow
         assert keys(date="2026-03-14") == keys() and keys(date="2020-01-01") == []
         assert keys(state="resolved") == []
         assert "C0EVIL" in http.get("/", headers={"Accept": "application/json"}).json()["options"]["channel"]
+
+
+def test_the_raw_view_shows_the_redactors_markers_unless_the_operator_turns_them_off(
+    serve_schema, pg_schema: str, owner_conn
+) -> None:
+    ts = "1710000000.000009"
+    insert_incident(owner_conn, ts, "checkout", "C0SECRET")
+    raw = loki_raw([("2026-03-14T03:00:00Z", "db connect password=hunter2 user=app failed")])
+    insert_row(
+        owner_conn, f"{ts}:1:tools:0", ts, 1, "tool", raw, {"patterns": ["1× db connect failed"]}, "call_1"
+    )
+    row = f"/threads/{ts}/rows/{ts}:1:tools:0"
+    with serve_schema(pg_schema) as served:
+        shown = httpx.get(served.url + row).text
+    assert "hunter2" not in shown and "password=[REDACTED:password]" in shown
+    with serve_schema(pg_schema, redact=False) as served:
+        assert "password=hunter2" in httpx.get(served.url + row).text
