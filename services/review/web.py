@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from services.boundary.redact import redact_value
+from services.boundary.redact import redact_text, redact_value
 from services.review import pages
 from services.review.db import Reader
 
@@ -41,9 +41,15 @@ SECURITY_HEADERS = {
 _FILTER_VALUE = re.compile(r"^[\w .:@/-]{1,120}$")
 
 
-def environment() -> jinja2.Environment:
-    """Autoescape on for every template (not only *.html), undefined names an error."""
+def _redacted(value: Any) -> Any:
+    return redact_text(value) if isinstance(value, str) else value
+
+
+def environment(redact: bool = True) -> jinja2.Environment:
+    """Autoescape on for every template (not only *.html), undefined names an error, and (unless the
+    operator turned it off) every value written through the redactor before it is escaped."""
     env = jinja2.Environment(
+        finalize=_redacted if redact else None,
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
@@ -83,15 +89,14 @@ class ReviewApp:
         self.reader = reader
         self.channels = channels
         self.redact = redact
-        self.templates = Jinja2Templates(env=environment())
+        self.templates = Jinja2Templates(env=environment(redact))
 
     def answer(self, request: Request, template: str, view: dict[str, Any], status: int = 200) -> Response:
         # Every string shown, raw lines included, passes the model boundary's redactor: what the trust
         # boundary keeps from the model is not shown here either (typed markers keep the line's shape).
-        # Counts are computed before, on the raw itself.
-        view = redact_value(view) if self.redact else view
+        # Counts are computed before, on the raw itself. HTML: each value as it is written (finalize).
         if wants_json(request):
-            return JSONResponse(view, status_code=status)
+            return JSONResponse(redact_value(view) if self.redact else view, status_code=status)
         return self.templates.TemplateResponse(request, template, {"v": view}, status_code=status)
 
     def not_found(self, request: Request, what: str) -> Response:
