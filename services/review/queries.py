@@ -141,3 +141,8 @@ WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v')
        OR has_table_privilege(c.oid, 'DELETE') OR has_table_privilege(c.oid, 'TRUNCATE'))
 ORDER BY 1
 """
+
+# A re-derivation's diff: the visible rows of a schema, as `rederive` compares them (schema-qualified:
+# the page reads the projection it serves and the one it is compared with).
+DIFF_ROWS = "SELECT id, thread_ts, role, compact, tokens FROM {}.agent_messages"
+SCHEMA_EXISTS = "SELECT to_regclass(format('%%I.agent_messages', %s::text)) IS NOT NULL"

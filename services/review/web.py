@@ -25,6 +25,7 @@ from starlette.templating import Jinja2Templates
 from services.boundary.redact import redact_text, redact_value
 from services.review import pages
 from services.review.db import Reader
+from services.review.diff_page import diff_view
 
 HERE = Path(__file__).parent
 CSP = (
@@ -125,6 +126,18 @@ class ReviewApp:
             view = pages.row(conn, thread_ts, row_id, offset, pattern, self.channels)
         return self.not_found(request, "such row") if view is None else self.answer(request, "row.html", view)
 
+    def diff(self, request: Request) -> Response:
+        """The page's schema against `after`; not offered under a channel allow-list (it spans threads)."""
+        if self.channels is not None:
+            return self.not_found(request, "diff under a channel allow-list")
+        with self.reader.connection() as conn:
+            view = diff_view(conn, self.reader.schema, request.path_params["after"])
+        return (
+            self.not_found(request, "such projection")
+            if view is None
+            else self.answer(request, "diff.html", view)
+        )
+
 
 def security_headers(
     app: Callable[..., Awaitable[None]],
@@ -159,6 +172,7 @@ def build_app(reader: Reader, channels: frozenset[str] | None = None, *, redact:
             Route("/", review.incidents, methods=["GET", "HEAD"]),
             Route("/threads/{thread_ts}", review.thread, methods=["GET", "HEAD"]),
             Route("/threads/{thread_ts}/rows/{row_id}", review.row, methods=["GET", "HEAD"]),
+            Route("/diff/{after}", review.diff, methods=["GET", "HEAD"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
     )

@@ -7,6 +7,7 @@ import markupsafe
 import psycopg
 import pytest
 
+from deploy.local.pipeline import fresh_schema
 from deploy.local.review_threads import (
     PAYLOADS,
     hostile_thread,
@@ -135,3 +136,28 @@ def test_the_raw_view_shows_the_redactors_markers_unless_the_operator_turns_them
     assert "hunter2" not in shown and "password=[REDACTED:password]" in shown
     with serve_schema(pg_schema, redact=False) as served:
         assert "password=hunter2" in httpx.get(served.url + row).text
+
+
+def test_a_rederivations_diff_shows_lost_facts_and_both_compacts(
+    serve_schema, pg_dsn: str, pg_schema: str, owner_conn
+) -> None:
+    ts = "1710000000.000010"
+    old = {"patterns": ["198× 03:12:44–03:14:01 FATAL ERROR: JS heap out of memory"], "summary": "412 lines"}
+    new = {"patterns": ["FATAL ERROR: JS heap out of memory"], "summary": "412 lines"}
+    insert_incident(owner_conn, ts, "checkout", "C0DIFF")
+    insert_row(owner_conn, f"{ts}:1:tools:0", ts, 1, "tool", {"raw": 1}, old, "call_1")
+    with fresh_schema(pg_dsn) as after:
+        with psycopg.connect(pg_dsn, autocommit=True, options=f"-c search_path={after}") as conn:
+            insert_row(conn, f"{ts}:1:tools:0", ts, 1, "tool", {"raw": 1}, new, "call_1")
+        with serve_schema(pg_schema) as served, httpx.Client(base_url=served.url) as http:
+            got = http.get(f"/diff/{after}", headers={"Accept": "application/json"}).json()
+            page = http.get(f"/diff/{after}").text
+            assert http.get("/diff/no_such_schema").status_code == 404
+            assert http.get("/diff/Robert'); DROP").status_code == 404
+        with serve_schema(pg_schema, frozenset({"C0DIFF"})) as served:
+            assert httpx.get(f"{served.url}/diff/{after}").status_code == 404
+    assert got["changed"] == 1 and got["total"]["lost_fact_count"] >= 1
+    (pair,) = got["pairs"]
+    assert "198×" in pair["before"] and "198×" not in pair["after"]
+    assert any("198" in lost for lost in pair["lost"])
+    assert str(markupsafe.escape(pair["before"])) in page and str(markupsafe.escape(pair["after"])) in page
