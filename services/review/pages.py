@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 
 from schemas.tokens import count_value_tokens
-from services.review import model, patterns, queries
+from services.review import model, patterns, pod_events, queries
 from services.review.model import ThreadRow
 
 PAGE_LINES = 200
@@ -166,8 +166,13 @@ def row(
         "patterns": [],
         "pattern": None,
     }
+    written = r.compact if r.first_compact is None else r.first_compact
     if loki:
-        view["patterns"] = patterns.loki_patterns(r.compact if r.first_compact is None else r.first_compact)
+        view["patterns"] = patterns.loki_patterns(written)
         if pattern is not None:
             view["pattern"] = patterns.pattern_lines(conn, args, view["patterns"], pattern, PAGE_LINES)
+    elif r.tool == "get_pod_events":
+        view["patterns"] = pod_events.groups(written)
+        if pattern is not None:
+            view["pattern"] = pod_events.group_events(conn, args, view["patterns"], pattern, PAGE_LINES)
     return view

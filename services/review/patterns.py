@@ -114,4 +114,5 @@ def pattern_lines(
         "agrees": stated == len(mine),
         "lines": shown,
         "unassigned": sum(1 for o in owners if o is None),
+        "listed": len(mine),
     }

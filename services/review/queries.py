@@ -146,3 +146,15 @@ ORDER BY 1
 # the page reads the projection it serves and the one it is compared with).
 DIFF_ROWS = "SELECT id, thread_ts, role, compact, tokens FROM {}.agent_messages"
 SCHEMA_EXISTS = "SELECT to_regclass(format('%%I.agent_messages', %s::text)) IS NOT NULL"
+
+# A Kubernetes EventList raw's events, one row each, in the raw's order (a pod-events group is traced to
+# the events it sums).
+POD_EVENTS = """
+SELECT (e.i - 1)::int, e.item ->> 'type', e.item ->> 'reason', e.item ->> 'count', e.item ->> 'message',
+       e.item ->> 'firstTimestamp', e.item ->> 'lastTimestamp', e.item -> 'involvedObject' ->> 'name'
+FROM agent_messages m,
+     jsonb_array_elements(CASE WHEN jsonb_typeof(m.content -> 'items') = 'array'
+                               THEN m.content -> 'items' ELSE '[]'::jsonb END) WITH ORDINALITY e(item, i)
+WHERE m.thread_ts = %(thread_ts)s AND m.id = %(id)s
+ORDER BY e.i
+"""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import markupsafe
 import psycopg
@@ -161,3 +163,34 @@ def test_a_rederivations_diff_shows_lost_facts_and_both_compacts(
     assert "198×" in pair["before"] and "198×" not in pair["after"]
     assert any("198" in lost for lost in pair["lost"])
     assert str(markupsafe.escape(pair["before"])) in page and str(markupsafe.escape(pair["after"])) in page
+
+
+def test_a_pod_events_group_leads_to_the_events_it_sums(serve_schema, pg_schema: str, owner_conn) -> None:
+    ts = "1710000000.000011"
+    insert_incident(owner_conn, ts, "checkout", "C0PODS")
+    item = {
+        "type": "Warning",
+        "reason": "BackOff",
+        "message": "Back-off restarting",
+        "involvedObject": {"name": "p"},
+    }
+    raw = {
+        "kind": "EventList",
+        "items": [{**item, "count": 10}, {**item, "count": 5}, {**item, "reason": "Unhealthy"}],
+    }
+    compact = {"events": ["15× 03:13:30–03:14:04 Warning BackOff 1 pod", "1× Warning Unhealthy 1 pod"]}
+    insert_row(owner_conn, f"{ts}:1:tools:0", ts, 1, "tool", raw, compact, "call_1")
+    owner_conn.execute(
+        "INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens,"
+        " created_at) VALUES (%s, 'get_pod_events', 'h', %s, 'call_1', %s, 1, now())",
+        (ts, f"{ts}:1:tools:0", json.dumps(compact)),
+    )
+    row = f"/threads/{ts}/rows/{ts}:1:tools:0"
+    with serve_schema(pg_schema) as served, httpx.Client(base_url=served.url) as http:
+        got = http.get(row, params={"pattern": "0"}, headers={"Accept": "application/json"}).json()["pattern"]
+        other = http.get(row, params={"pattern": "1"}, headers={"Accept": "application/json"}).json()[
+            "pattern"
+        ]
+    assert (got["stated"], got["found"], got["events"], got["agrees"]) == (15, 15, 2, True)
+    assert [line["n"] for line in got["lines"]] == [0, 1]
+    assert (other["found"], other["agrees"]) == (1, True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from services.review import model, patterns
+from services.review import model, patterns, pod_events
 from services.review.model import ThreadRow
 
 
@@ -89,3 +89,14 @@ def test_a_re_rendered_tool_row_shows_its_written_digest_then_its_current_one() 
     assert [(r["label"], r["tokens"]) for r in shown] == [("written", 9), ("re-rendered", 5)]
     assert model.renderings(_row("tool", 1, None, first, first))[0]["label"] == "written"
     assert model.renderings(_row("human", None, {"text": "x"}))[0]["label"] == "raw (no compact)"
+
+
+def test_pod_event_groups_read_type_reason_and_the_summed_count() -> None:
+    found = pod_events.groups(
+        {"events": ["27× 03:11:00–03:12:30 Warning Unhealthy 1 pod", "3× Created 1 pod"]}
+    )
+    assert [(g["count"], g["type"], g["reason"]) for g in found] == [
+        (27, "Warning", "Unhealthy"),
+        (3, "Normal", "Created"),
+    ]
+    assert pod_events.groups({"summary": "0 events"}) == []
