@@ -33,9 +33,7 @@ def raw_tokens(conn: psycopg.Connection, rows: list[ThreadRow]) -> dict[str, int
     schema = _schema(conn)
     missing = [r.id for r in rows if r.content is None and (schema, r.id) not in _raw_tokens]
     if missing:
-        for row_id, content in conn.execute(
-            "SELECT id, content FROM agent_messages WHERE id = ANY(%s)", (missing,)
-        ).fetchall():
+        for row_id, content in conn.execute(queries.CONTENTS, (missing,)).fetchall():
             _remember(schema, row_id, count_value_tokens(content))
     out = {}
     for r in rows:
@@ -45,6 +43,20 @@ def raw_tokens(conn: psycopg.Connection, rows: list[ThreadRow]) -> dict[str, int
             )
         else:
             out[r.id] = _raw_tokens[(schema, r.id)]
+    return out
+
+
+def raw_totals(conn: psycopg.Connection, threads: list[str]) -> dict[str, int]:
+    """Each thread's raw tokens (the sum `show` prints), counting only raws not yet remembered."""
+    schema = _schema(conn)
+    ids = conn.execute(queries.THREAD_IDS, (threads,)).fetchall()
+    missing = [row_id for row_id, _ts in ids if (schema, row_id) not in _raw_tokens]
+    for start in range(0, len(missing), 500):
+        for row_id, content in conn.execute(queries.CONTENTS, (missing[start : start + 500],)).fetchall():
+            _remember(schema, row_id, count_value_tokens(content))
+    out: dict[str, int] = {}
+    for row_id, thread_ts in ids:
+        out[thread_ts] = out.get(thread_ts, 0) + _raw_tokens.get((schema, row_id), 0)
     return out
 
 
@@ -66,6 +78,9 @@ def incidents(
     params = {**filters, "day": day, "channels": sorted(channels) if channels is not None else None,
               "limit": INCIDENT_LIMIT}  # fmt: skip
     items = [model.incident_item(r) for r in conn.execute(queries.INCIDENTS, params).fetchall()]
+    totals = raw_totals(conn, [i["thread_ts"] for i in items])
+    for item in items:
+        item["raw_tokens"] = totals.get(item["thread_ts"], 0)
     options = model.filter_options(conn.execute(queries.FILTER_VALUES).fetchall())
     if channels is not None:
         options["channel"] = [c for c in options["channel"] if c in channels]

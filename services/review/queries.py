@@ -158,3 +158,7 @@ FROM agent_messages m,
 WHERE m.thread_ts = %(thread_ts)s AND m.id = %(id)s
 ORDER BY e.i
 """
+
+# Raw token counts: the rows of some threads, then the raws not yet counted.
+THREAD_IDS = "SELECT id, thread_ts FROM agent_messages WHERE thread_ts = ANY(%s)"
+CONTENTS = "SELECT id, content FROM agent_messages WHERE id = ANY(%s)"

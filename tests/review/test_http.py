@@ -120,7 +120,15 @@ def test_the_incident_list_filters_and_searches(serve_schema, pg_schema: str, ow
         assert keys(channel="C0LONG") == [a] == keys(alert="HighErrorRate") == keys(q="pod checkout-3")
         assert keys(date="2026-03-14") == keys() and keys(date="2020-01-01") == []
         assert keys(state="resolved") == []
-        assert "C0EVIL" in http.get("/", headers={"Accept": "application/json"}).json()["options"]["channel"]
+        listed = http.get("/", headers={"Accept": "application/json"}).json()
+        assert "C0EVIL" in listed["options"]["channel"]
+        for item in listed["incidents"]:  # raw and in-context tokens: the thread page's totals
+            totals = http.get(f"/threads/{item['thread_ts']}", headers={"Accept": "application/json"}).json()
+            assert (item["raw_tokens"], item["context_tokens"]) == (
+                totals["totals"]["raw_tokens"],
+                totals["totals"]["context_tokens"],
+            )
+            assert item["raw_tokens"] > 0
 
 
 def test_the_raw_view_shows_the_redactors_markers_unless_the_operator_turns_them_off(
