@@ -41,6 +41,24 @@ EVIDENCE_VISIBLE = (
     "SELECT id, thread_ts, round, role, tool_call_id, content FROM agent_messages WHERE id = %s"
 )
 EVIDENCE_STAGED = "SELECT id, thread_ts, round, role, tool_call_id, content FROM round_staging WHERE id = %s"
+# --- a thread's tool scope (services/boundary/scope.py): its alert, window and latest mention --------
+THREAD_ALERT = (
+    "SELECT content FROM agent_messages WHERE thread_ts = %s AND role = 'alert' ORDER BY seq LIMIT 1"
+)
+THREAD_WINDOW = "SELECT window_start, window_end FROM incident_state WHERE thread_ts = %s"
+THREAD_LAST_MENTION = (
+    "SELECT content->>'ts' FROM agent_messages WHERE thread_ts = %s AND role = 'human' "
+    "AND content->>'mention' = 'true' ORDER BY seq DESC LIMIT 1"
+)
+# --- evidence of one thread only: a row of another thread is never answered ---------------------------
+EVIDENCE_VISIBLE_IN_THREAD = (
+    "SELECT id, thread_ts, round, role, tool_call_id, content FROM agent_messages "
+    "WHERE thread_ts = %s AND id = %s"
+)
+EVIDENCE_STAGED_IN_THREAD = (
+    "SELECT id, thread_ts, round, role, tool_call_id, content FROM round_staging "
+    "WHERE thread_ts = %s AND id = %s"
+)
 ROW_TOKENS = "SELECT id, tokens FROM agent_messages WHERE id = ANY(%s)"
 ROW_EXISTS = "SELECT 1 FROM agent_messages WHERE id = %s"
 # --- `show` and `threads` ------------------------------------------------------------------------------
@@ -136,3 +154,23 @@ def wait_until_projected(
             conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
             if not conn.autocommit:
                 conn.commit()
+
+
+def thread_scope_facts(
+    conn: psycopg.Connection, thread_ts: str
+) -> tuple[tuple[str, str] | None, object, str | None]:
+    """(pinned window, the alert's Alertmanager payload, the latest mention's Slack ts) of a thread.
+
+    What services/boundary/scope.py derives a thread's tool scope from; the agent and the telemetry
+    MCP server both read it here, so they derive the same scope from the same rows.
+    """
+    state = conn.execute(THREAD_WINDOW, (thread_ts,)).fetchone()
+    alert = conn.execute(THREAD_ALERT, (thread_ts,)).fetchone()
+    mention = conn.execute(THREAD_LAST_MENTION, (thread_ts,)).fetchone()
+    window: tuple[str, str] | None = None
+    if state is not None:
+        window = (state[0].isoformat(), state[1].isoformat())
+    elif alert is not None and isinstance(alert[0], dict) and alert[0].get("window_start"):
+        window = (str(alert[0]["window_start"]), str(alert[0]["window_end"]))
+    payload = alert[0].get("alert") if alert is not None and isinstance(alert[0], dict) else None
+    return window, payload, None if mention is None else str(mention[0])

@@ -529,6 +529,27 @@ class OpenAIStandin:
     url: str = ""
     _calls: list[WireCall] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _script: list[list[Json]] = field(default_factory=list)
+
+    def script_tool_calls(self, *turns: list[Json]) -> None:
+        """Answer the next requests that offer tools with these calls (`{"name", "args"}` each), as a
+        hostile or broken model would: names and arguments are sent as given, offered or not. Once
+        the script is used up, the deterministic logic answers again."""
+        with self._lock:
+            self._script.extend(list(turn) for turn in turns)
+
+    def _scripted(self, body: Json) -> tuple[AIMessage, str] | None:
+        if not body.get("tools"):
+            return None
+        with self._lock:
+            if not self._script:
+                return None
+            turn = self._script.pop(0)
+        calls = [
+            {"name": c["name"], "args": c["args"], "id": f"s{k}", "type": "tool_call"}
+            for k, c in enumerate(turn)
+        ]
+        return AIMessage(content="", tool_calls=calls), "tool_calls" if calls else "stop"
 
     @property
     def base_url(self) -> str:
@@ -602,7 +623,7 @@ class OpenAIStandin:
             raise unsupported("streaming is not implemented (our calls send stream=false)", "stream")
         if body.get("n") not in (None, 1):
             raise unsupported("n must be 1", "n")
-        message, finish = answer(body)
+        message, finish = self._scripted(body) or answer(body)
         return completion(body, message, finish)
 
 

@@ -19,11 +19,22 @@ from typing import Any
 
 from schemas import topics
 from schemas.tools import TOOL_MAP_ENV, ToolMapError, tool_map
+from services.boundary.scope import ScopePolicy, policy_from_json
 from services.runtime.errors import UserFacingError
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.loading import json_object_setting
 
 EVIDENCE_TOOL = "get_evidence"  # reads a raw back; never a telemetry query, never compacted
+SCOPE_ENV = "TOOL_SCOPE"  # services/boundary/scope.py ScopePolicy, as one JSON object
+
+
+def policy_from_env(env: Mapping[str, str] | None = None) -> ScopePolicy:
+    """The `TOOL_SCOPE` policy (defaults when unset); a bad one is a one-line start-up error."""
+    value = json_object_setting(SCOPE_ENV, env=os.environ if env is None else env)
+    try:
+        return policy_from_json(value)
+    except ValueError as exc:
+        raise UserFacingError(f"{SCOPE_ENV}: {exc}") from None
 
 
 def default_cli() -> str:
@@ -42,6 +53,9 @@ class McpServer:
     command: list[str] = field(default_factory=list)
     url: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    # Variables of the agent's own environment a stdio server may read, by name; beyond these and
+    # BASE_ENV it inherits nothing (not the model key, not the Kafka or Postgres passwords).
+    pass_env: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.command and not self.url:
@@ -78,11 +92,32 @@ class AgentConfig:
     projection_timeout: float = 60.0
     max_tool_turns: int = 4
     step_delay: float = 0.0  # seconds to pause after each node; slow motion for demos and crash tests
+    tool_scope: ScopePolicy = field(default_factory=policy_from_env)  # every tool call checked by it
 
     def compactor_for(self, tool: str) -> str:
         """Which compactor a tool's raw goes to (the compactor's own map); an unmapped tool keeps its
         name, and the compactor gives it the passthrough."""
         return self.tool_compactors.get(tool, tool)
+
+
+# What any stdio MCP server inherits: how to run a program, nothing that authenticates anything.
+BASE_ENV = (
+    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "INCIDENT_MEMORY_STATE_DIR",
+)  # fmt: skip
+# Our telemetry server's own settings (its back ends and their tokens) and the scope policy.
+TELEMETRY_ENV = (
+    "TELEMETRY_MCP_BACKEND", "TELEMETRY_MCP_RECORDING", "LOKI_URL", "LOKI_TOKEN", "LOKI_TENANT",
+    "PROMETHEUS_URL", "PROMETHEUS_TOKEN", "TEMPO_URL", "TEMPO_TOKEN", "TEMPO_TENANT", "KUBERNETES_URL",
+    "KUBERNETES_TOKEN", "KUBERNETES_TOKEN_FILE", "KUBERNETES_CA_FILE", "KUBERNETES_SERVICE_HOST",
+    "KUBERNETES_SERVICE_PORT", "TELEMETRY_TIMEOUT_S", "TOOL_SCOPE",
+)  # fmt: skip
+
+
+def subprocess_env(server: McpServer, environ: Mapping[str, str]) -> dict[str, str]:
+    """The whole environment of a stdio MCP server: an explicit allow-list, never the agent's own."""
+    allowed = (*BASE_ENV, *server.pass_env)
+    return {**{k: environ[k] for k in allowed if k in environ}, **server.env}
 
 
 def default_servers(database_url: str, schema: str) -> tuple[McpServer, ...]:
@@ -91,6 +126,7 @@ def default_servers(database_url: str, schema: str) -> tuple[McpServer, ...]:
             name="telemetry",
             command=[default_cli(), "telemetry-mcp", "--backend", "recorded"],
             env={"DATABASE_URL": database_url, "TELEMETRY_MCP_SCHEMA": schema},
+            pass_env=TELEMETRY_ENV,
         ),
     )
 
@@ -130,19 +166,23 @@ def build_config(
     servers_raw = merged.pop("mcp_servers", None)
     models_raw = merged.pop("models", None) or {}
     compactors = tools_from_env(env)
-    known = set(AgentConfig.__dataclass_fields__) - {"mcp_servers", "models", "tool_compactors"}
+    known = set(AgentConfig.__dataclass_fields__) - {"mcp_servers", "models", "tool_compactors", "tool_scope"}
     unknown = set(merged) - known
     if unknown:
         raise UserFacingError(f"unknown agent config keys: {sorted(unknown)}")
     try:
         models = ModelConfig(**models_raw)
-        servers = tuple(McpServer(**s) for s in servers_raw) if servers_raw else ()
+        servers = tuple(_server(s) for s in servers_raw) if servers_raw else ()
     except TypeError as exc:
         raise UserFacingError(f"bad agent config: {exc}") from None
     config = AgentConfig(mcp_servers=servers, models=models, tool_compactors=compactors, **merged)
     if not config.mcp_servers:
         config = _with_servers(config, default_servers(config.database_url, config.schema))
     return config
+
+
+def _server(raw: dict[str, Any]) -> McpServer:
+    return McpServer(**{**raw, "pass_env": tuple(raw.get("pass_env") or ())})
 
 
 def _with_servers(config: AgentConfig, servers: tuple[McpServer, ...]) -> AgentConfig:

@@ -20,6 +20,7 @@ from schemas import read_model
 from schemas.canonical import canonical_json_bytes
 from schemas.ids import parse_message_id
 from schemas.tokens import count_tokens, render_for_model
+from services.boundary.framing import frame
 
 
 @dataclass(frozen=True)
@@ -150,29 +151,36 @@ def alert_text(value: Any) -> str:
     return "\n".join(parts)
 
 
-def row_to_message(row: ContextRow) -> BaseMessage:
+def tool_body(row_id: str, source: str, value: Any) -> str:
+    """A tool result as the model reads it: its evidence id, then the digest framed as data."""
+    return f"[evidence {row_id}] {frame(source, row_id, render_for_model(value))}"
+
+
+def row_to_message(row: ContextRow, tool_name: str | None = None) -> BaseMessage:
+    """One row as a message; untrusted text (alert, Slack, tool results) framed as data with its source
+    (services/boundary/framing.py)."""
     v = row.value if isinstance(row.value, dict) else {"text": render_for_model(row.value)}
     if row.role == "alert":
-        return HumanMessage(content=alert_text(v), id=row.id)
+        return HumanMessage(content=frame("alert from Alertmanager", row.id, alert_text(v)), id=row.id)
     if row.role == "human":
         prefix = "(mentions the bot) " if v.get("mention") else ""
-        return HumanMessage(
-            content=f"{prefix}[{row.id}] <{v.get('user', '?')}> {v.get('text', '')}", id=row.id
-        )
+        user = str(v.get("user", "?"))
+        said = frame(f"Slack message from {user}", row.id, str(v.get("text", "")))
+        return HumanMessage(content=f"{prefix}[{row.id}] <{user}> {said}", id=row.id)
     if row.role == "ai":
         calls = [{"name": c["name"], "args": c.get("args") or {}, "id": c["id"]} for c in row.tool_calls()]
         text = re_rendered_text(row, v) if row.re_rendered else str(v.get("text") or "")
         return AIMessage(content=text, tool_calls=calls, id=row.id)
     if row.role == "tool":
+        source = f"tool result of {tool_name or 'a tool'}"
         if row.re_rendered:  # a headline or one line: plain text, its evidence id up front
-            text = v.get("headline") or v.get("line") or ""
+            text = frame(source, row.id, str(v.get("headline") or v.get("line") or ""))
             return ToolMessage(
                 content=f"[evidence {row.id}] {text}", tool_call_id=row.tool_call_id or "", id=row.id
             )
-        body = render_for_model(row.value)
-        if row.id not in body:
-            body = f"[evidence {row.id}] {body}"
-        return ToolMessage(content=body, tool_call_id=row.tool_call_id or "", id=row.id)
+        return ToolMessage(
+            content=tool_body(row.id, source, row.value), tool_call_id=row.tool_call_id or "", id=row.id
+        )
     if row.role == "judge":
         if row.re_rendered:
             return AIMessage(content=f"judge: {re_rendered_text(row, v)}", id=row.id)
@@ -198,7 +206,8 @@ def re_rendered_text(row: ContextRow, v: dict[str, Any]) -> str:
 
 
 def to_messages(rows: Sequence[ContextRow]) -> list[BaseMessage]:
-    return [row_to_message(r) for r in rows]
+    names = {str(c.get("id")): str(c.get("name")) for r in rows for c in r.tool_calls()}
+    return [row_to_message(r, names.get(r.tool_call_id or "")) for r in rows]
 
 
 def message_tokens(messages: Sequence[BaseMessage]) -> int:

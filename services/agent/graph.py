@@ -34,11 +34,12 @@ from schemas.ids import message_id, tool_call_id
 from schemas.tokens import count_tokens, render_for_model
 from services.agent import metrics, prompts
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
-from services.agent.context import LoadedContext, message_tokens, to_messages
+from services.agent.context import LoadedContext, message_tokens, to_messages, tool_body
 from services.agent.emitter import EventEmitter
 from services.agent.mcp_client import McpToolbox
 from services.agent.preamble import evidence_in_hand, outside_window, pinned_window
 from services.agent.toolpath import ToolPath
+from services.boundary.framing import framed_within
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.graph")
@@ -137,8 +138,12 @@ def build_graph(deps: RoundDeps) -> Any:
         done_now = {
             call_key(c["name"], c["args"]) for m in turn if isinstance(m, AIMessage) for c in m.tool_calls
         }
+        checked_notes: list[str] = []
         for call in answer.tool_calls if i < deps.config.max_tool_turns else []:
-            args = dict(call.get("args") or {})
+            checked = deps.tools.guard.check(call["name"], dict(call.get("args") or {}))
+            args = checked.args  # clamped to the window and limits; a refusal is answered by tools
+            if checked.notes:
+                checked_notes.append(f"{call['name']}: {checked.note_text()}")
             key = call_key(call["name"], args)
             if key in earlier:  # already in evidence: never repeat it
                 skipped.append(f"{call['name']} -> {earlier[key]}")
@@ -150,6 +155,8 @@ def build_graph(deps: RoundDeps) -> Any:
         text = answer.content if isinstance(answer.content, str) else render_for_model(answer.content)
         if skipped:
             text = f"{text} (already in evidence, not repeated: {'; '.join(skipped)})".strip()
+        if checked_notes:
+            text = f"{text} (checked before running: {'; '.join(checked_notes)})".strip()
         mid = deps.mid("investigate", i)
         await emit(
             AiMessage(
@@ -184,9 +191,9 @@ def build_graph(deps: RoundDeps) -> Any:
             )
             if outcome.message_id.startswith(f"{deps.thread_ts}:{deps.round}:"):
                 mid = outcome.message_id  # a retry that planned in another order: the staged row stands
-            body = render_for_model(outcome.compact)
-            if mid not in body:
-                body = f"[evidence {mid}] {body}"
+            body = tool_body(mid, f"tool result of {call['name']}", outcome.compact)
+            if outcome.note:  # the clamp is said with the result it shaped
+                body = f"[checked: {outcome.note}] {body}"
             turn.append(ToolMessage(content=body, tool_call_id=call["id"], id=mid))
             emitted.append(mid)
             k += 1
@@ -398,7 +405,7 @@ def evidence_index(deps: RoundDeps, turn: list[BaseMessage]) -> dict[str, dict[s
     for m in turn:
         if isinstance(m, ToolMessage) and m.id:
             body = m.content if isinstance(m.content, str) else render_for_model(m.content)
-            body = re.sub(r"^\[evidence [^\]]+\] ", "", body)
+            body = re.sub(r"^(\[checked: [^\]]*\] )?\[evidence [^\]]+\] ", "", framed_within(body))
             try:
                 digest: Any = json.loads(body)
             except ValueError:

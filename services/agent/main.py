@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from schemas import topics
 from schemas.events import EventDecodeError, Wake, parse_event
 from services.agent import metrics
-from services.agent.config import AgentConfig, build_config, load_file
+from services.agent.config import TELEMETRY_ENV, AgentConfig, build_config, load_file
 from services.agent.emitter import EventEmitter, dead_letter_sender
 from services.agent.mcp_client import McpToolbox
 from services.agent.offsets import OffsetTracker
@@ -280,6 +280,7 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
                 "command": command,
                 "url": args.mcp_url,
                 "env": {"DATABASE_URL": dsn, "TELEMETRY_MCP_SCHEMA": schema},
+                "pass_env": list(TELEMETRY_ENV),  # the one command given is the telemetry server
             }
         ]
     kafka = settings.kafka

@@ -18,10 +18,11 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Tool
 
-from services.agent.config import McpServer
+from services.agent.config import McpServer, subprocess_env
 from services.runtime.errors import UserFacingError
 
 log = logging.getLogger("agent.mcp")
+THREAD_ARG = "thread"  # the telemetry server scopes every call by the thread it serves
 
 
 class ToolCallError(RuntimeError):
@@ -37,6 +38,7 @@ class McpToolbox:
         self._stack = AsyncExitStack()
         self._sessions: dict[str, ClientSession] = {}
         self.specs: dict[str, dict[str, Any]] = {}
+        self.thread_scoped: set[str] = set()  # tools that take the thread (the server scopes by it)
 
     async def __aenter__(self) -> McpToolbox:
         for server in self.servers:
@@ -51,6 +53,8 @@ class McpToolbox:
                     continue
                 self._sessions[tool.name] = session
                 self.specs[tool.name] = tool_spec(tool)
+                if THREAD_ARG in (tool.input_schema or {}).get("properties", {}):
+                    self.thread_scoped.add(tool.name)
             log.info("mcp server ready", extra={"server": server.name, "tools": sorted(self._sessions)})
         return self
 
@@ -63,7 +67,9 @@ class McpToolbox:
             read, write = streams[0], streams[1]
         else:
             params = StdioServerParameters(
-                command=server.command[0], args=list(server.command[1:]), env={**os.environ, **server.env}
+                command=server.command[0],
+                args=list(server.command[1:]),
+                env=subprocess_env(server, os.environ),
             )
             read, write = await self._stack.enter_async_context(stdio_client(params))
         session = await self._stack.enter_async_context(ClientSession(read, write))
@@ -76,10 +82,18 @@ class McpToolbox:
     def tool_specs(self, exclude: tuple[str, ...] = ()) -> list[dict[str, Any]]:
         return [spec for name, spec in sorted(self.specs.items()) if name not in exclude]
 
-    async def call(self, name: str, args: dict[str, Any]) -> Any:
-        """One real call. Raises ToolCallError when the tool reports an error."""
+    async def call(self, name: str, args: dict[str, Any], thread: str | None = None) -> Any:
+        """One real call. Raises ToolCallError when the tool reports an error.
+
+        A tool that takes the thread is given it here, by the agent, never by the model: whatever
+        `thread` the arguments carry is replaced, and a call without one is not made.
+        """
         if name not in self._sessions:
             raise ToolCallError(f"no MCP server offers a tool named {name!r}")
+        if name in self.thread_scoped:
+            if thread is None:
+                raise ToolCallError(f"{name} needs the thread it serves")
+            args = {**args, THREAD_ARG: thread}
         result = await self._sessions[name].call_tool(name, args, read_timeout_seconds=self.call_timeout)
         content = getattr(result, "content", None) or []
         texts = [c.text for c in content if getattr(c, "type", None) == "text"]
@@ -98,13 +112,22 @@ class McpToolbox:
 
 
 def tool_spec(tool: Tool) -> dict[str, Any]:
-    """An MCP tool in OpenAI's function format, as the models are sent it beside investigate."""
+    """An MCP tool in OpenAI's function format, as the models are sent it beside investigate.
+
+    The `thread` argument is left out: the agent supplies it, the model neither sees nor sets it.
+    """
+    schema = dict(tool.input_schema or {"type": "object", "properties": {}})
+    if THREAD_ARG in schema.get("properties", {}):
+        schema["properties"] = {k: v for k, v in schema["properties"].items() if k != THREAD_ARG}
+        schema["required"] = [r for r in schema.get("required", []) if r != THREAD_ARG]
+        if not schema["required"]:
+            del schema["required"]
     return {
         "type": "function",
         "function": {
             "name": tool.name,
             "description": tool.description or tool.name,
-            "parameters": lean_schema(tool.input_schema or {"type": "object", "properties": {}}),
+            "parameters": lean_schema(schema),
         },
     }
 

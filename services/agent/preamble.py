@@ -12,6 +12,7 @@ from typing import Any
 
 from schemas.tokens import render_for_model
 from services.agent.context import ContextRow, LoadedContext
+from services.boundary.framing import PREAMBLE_RULE
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ def render_preamble(ctx: LoadedContext, round_: int, trigger: Trigger, now: date
     """The system preamble of one round. Pure; never written anywhere."""
     lines = [
         f"You are the incident-memory bot of Slack thread {ctx.thread_ts}. This is round {round_}.",
+        PREAMBLE_RULE,
     ]
     if ctx.state is not None:
         lines.append(

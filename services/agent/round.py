@@ -26,6 +26,7 @@ from services.agent.config import EVIDENCE_TOOL, AgentConfig
 from services.agent.context import LoadedContext, load_context, row_digest
 from services.agent.emitter import EventEmitter
 from services.agent.graph import RoundDeps, build_graph
+from services.agent.guard import guard_for
 from services.agent.mcp_client import McpToolbox, ToolCallError
 from services.agent.preamble import Trigger, pinned_window, render_preamble
 from services.agent.rerender import Plan, plan_rerenders
@@ -177,7 +178,7 @@ async def run_round(
         async def read_raw(evidence_id: str) -> Any:
             if toolbox.has(EVIDENCE_TOOL):
                 try:
-                    return await toolbox.call(EVIDENCE_TOOL, {"id": evidence_id})
+                    return await toolbox.call(EVIDENCE_TOOL, {"id": evidence_id}, thread=thread_ts)
                 except ToolCallError:
                     pass
             record = await asyncio.to_thread(
@@ -195,7 +196,9 @@ async def run_round(
             agent_model_name=models.agent_name,
             judge_model_name=models.judge_name,
             toolbox=toolbox,
-            tools=ToolPath(config, conn, toolbox, emitter, alert_context(ctx)),
+            tools=ToolPath(
+                config, conn, toolbox, emitter, alert_context(ctx), guard_for(ctx, config, toolbox)
+            ),
             emitter=emitter,
             raw_reader=read_raw,
         )

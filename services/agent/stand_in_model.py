@@ -34,12 +34,13 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from schemas.events import canonical_json
 from services.agent.facts import salient_facts
+from services.boundary.framing import framed_within
 
 MODEL_NAME = "local-deterministic"
 _WINDOW = re.compile(r"Alert window: (\S+) \.\. (\S+)")
 _TASK = re.compile(r"^TASK: (\w+)", re.M)
 _TRACE_ID = re.compile(r"\b[0-9a-f]{32}\b")
-_EVIDENCE_PREFIX = re.compile(r"^\[evidence ([^\]]+)\] ")
+_EVIDENCE_PREFIX = re.compile(r"^(?:\[checked: [^\]]*\] )?\[evidence ([^\]]+)\] ")
 _HUMAN_ID = re.compile(r"^\[([^\]]+)\] ")
 _HUMAN_USER = re.compile(r"^<[^>]*> ")
 _TRACE_WORDS = ("trace", "span", "request path")
@@ -47,7 +48,9 @@ _TRACE_TOOLS = ("query_tempo", "get_trace", "tempo")
 
 
 def _text(m: BaseMessage) -> str:
-    return m.content if isinstance(m.content, str) else json.dumps(m.content)
+    """The message's text with its data frame opened (services/boundary/framing.py): the rules read
+    what the frame holds, as a model is told to read it as data."""
+    return framed_within(m.content) if isinstance(m.content, str) else json.dumps(m.content)
 
 
 class DeterministicStandInModel(BaseChatModel):

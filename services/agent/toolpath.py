@@ -21,6 +21,7 @@ from schemas.tools import tool_error_raw
 from services.agent import metrics
 from services.agent.config import AgentConfig
 from services.agent.emitter import EventEmitter
+from services.agent.guard import ToolGuard
 from services.agent.mcp_client import McpToolbox, ToolCallError
 from services.runtime.logs import about
 
@@ -49,6 +50,7 @@ class ToolOutcome:
     message_id: str
     compact: Any
     cache_hit: bool
+    note: str = ""  # what the boundary check clamped, said beside the result
 
 
 class ToolPath:
@@ -59,12 +61,14 @@ class ToolPath:
         toolbox: McpToolbox,
         emitter: EventEmitter,
         alert_context: dict[str, Any],
+        guard: ToolGuard,
     ) -> None:
         self.config = config
         self.conn = conn
         self.toolbox = toolbox
         self.emitter = emitter
         self.alert_context = alert_context
+        self.guard = guard
 
     async def lookup(self, thread_ts: str, tool: str, args: dict[str, Any]) -> CachedDigest | None:
         key = (thread_ts, self.config.compactor_for(tool), canonical_args_hash(args))
@@ -74,19 +78,44 @@ class ToolPath:
     async def run(
         self, thread_ts: str, round_: int, message_id: str, call_id: str, tool: str, args: dict[str, Any]
     ) -> ToolOutcome:
-        """The digest answering one call; a cache hit under this very id is a retried round."""
+        """The digest answering one call; a cache hit under this very id is a retried round.
+
+        The call is checked first (services/boundary/scope.py): a refused call never reaches MCP, and
+        its refusal is recorded as the tool's error, so the model reads why and the round goes on.
+        """
+        checked = self.guard.check(tool, args)
+        if checked.refusal is not None:
+            metrics.TOOL_REFUSALS.labels(metrics.tool_label(tool)).inc()
+            log.warning("tool call refused", extra=about(thread_ts, message_id, reason=checked.refusal))
+            raw = tool_error_raw(tool, checked.refusal)
+            return await self.record(thread_ts, round_, message_id, call_id, tool, args, raw, "")
+        args = checked.args
         cached = await self.lookup(thread_ts, tool, args)
         if cached is not None:
-            metrics.CACHE_HITS.labels(tool).inc()
+            metrics.CACHE_HITS.labels(metrics.tool_label(tool)).inc()
             log.info(
                 "tool cache hit", extra=about(thread_ts, message_id, tool=tool, cached=cached.message_id)
             )
-            return ToolOutcome(cached.message_id, cached.compact, True)
+            return ToolOutcome(cached.message_id, cached.compact, True, checked.note_text())
         try:
-            raw = await self.toolbox.call(tool, args)
+            raw = await self.toolbox.call(tool, args, thread=thread_ts)
         except ToolCallError as exc:
             raw = tool_error_raw(tool, str(exc))  # the tool's own answer, recorded as it came back
-        metrics.TOOL_CALLS.labels(tool).inc()
+        metrics.TOOL_CALLS.labels(metrics.tool_label(tool)).inc()
+        return await self.record(thread_ts, round_, message_id, call_id, tool, args, raw, checked.note_text())
+
+    async def record(
+        self,
+        thread_ts: str,
+        round_: int,
+        message_id: str,
+        call_id: str,
+        tool: str,
+        args: dict[str, Any],
+        raw: Any,
+        note: str,
+    ) -> ToolOutcome:
+        """Emit the raw as a ToolResult and wait for its digest (read-your-writes)."""
         event = ToolResult(
             thread_ts=thread_ts,
             message_id=message_id,
@@ -101,7 +130,7 @@ class ToolPath:
         await asyncio.to_thread(self.emitter.send, event)
         log.info("tool called", extra=about(thread_ts, message_id, tool=tool))
         compact = await self.wait_for_digest(thread_ts, message_id)
-        return ToolOutcome(message_id, compact, False)
+        return ToolOutcome(message_id, compact, False, note)
 
     async def wait_for_digest(self, thread_ts: str, message_id: str) -> Any:
         from schemas.read_model import wait_until_projected

@@ -18,6 +18,7 @@ Decisions (Slack retries any non-2xx, so a 4xx is only for input that is malform
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -104,8 +105,14 @@ def _message(event: dict[str, Any], bot_user_id: str | None, threads: Threads) -
     thread_ts = _thread(event, "event.", threads)
     ts = slack_ts(event, "ts", "event.") or ""
     text = get_str(event, "text", "event.") or ""
-    mention = bool(bot_user_id) and f"<@{bot_user_id}>" in text
-    return [Planned("events", _human(thread_ts, ts, event, text, mention))]
+    return [Planned("events", _human(thread_ts, ts, event, text, mentions(text, bot_user_id)))]
+
+
+def mentions(text: str, bot_user_id: str | None) -> bool:
+    """Does the text address the bot? Slack writes a mention `<@U123>` or `<@U123|label>`."""
+    return (
+        bool(bot_user_id) and re.search(rf"<@{re.escape(bot_user_id or '')}(?:\|[^>]*)?>", text) is not None
+    )
 
 
 def _mention(event: dict[str, Any], bot_user_id: str | None, threads: Threads) -> list[Planned]:
@@ -135,7 +142,7 @@ def _edit(event: dict[str, Any], bot_user_id: str | None, threads: Threads) -> l
     edit_ts = slack_ts(event, "ts", "event.", required=False) or slack_ts(event, "event_ts", "event.")
     original_ts = slack_ts(new, "ts", "event.message.") or ""
     text = get_str(new, "text", "event.message.") or ""
-    mention = bool(bot_user_id) and f"<@{bot_user_id}>" in text
+    mention = mentions(text, bot_user_id)
     return [Planned("events", _human(thread_ts, edit_ts or "", new, text, mention, edit_of=original_ts))]
 
 

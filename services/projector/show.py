@@ -18,6 +18,7 @@ from schemas import read_model
 from schemas.row_description import clip as _clip
 from schemas.row_description import describe
 from schemas.tokens import count_value_tokens
+from services.runtime.checks import pg_error_text
 from services.runtime.errors import UserFacingError
 from services.runtime.settings import Settings
 
@@ -61,12 +62,12 @@ def fetch_rows(conn: psycopg.Connection, thread_ts: str) -> list[ShownRow]:
 
 
 def connect(dsn: str, schema: str) -> psycopg.Connection:
+    """A connection, or one line naming why not; the DSN's password never printed (any psycopg.Error,
+    a badly encoded DSN included, is caught)."""
     try:
         conn = psycopg.connect(dsn, connect_timeout=10, autocommit=True)
-    except psycopg.OperationalError as exc:
-        raise UserFacingError(
-            f"cannot connect to Postgres ({exc.__class__.__name__}): {str(exc).strip()}"
-        ) from None
+    except psycopg.Error as exc:
+        raise UserFacingError(f"cannot connect to Postgres ({pg_error_text(exc, dsn)})") from None
     conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
     return conn
 

@@ -33,6 +33,23 @@ def redact_dsn(dsn: str) -> str:
     return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
 
 
+def _passwords(dsn: str) -> list[str]:
+    found = re.findall(r"://[^:/@]*:([^@]*)@", dsn) + re.findall(r"password\s*=\s*(\S+)", dsn)
+    return [p for p in found if p]
+
+
+def pg_error_text(exc: BaseException, dsn: str) -> str:
+    """A Postgres error in one line, safe to print: the DSN's password never appears in it, in any
+    spelling the error might quote it (as given, or percent-decoded)."""
+    from urllib.parse import unquote
+
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    for secret in _passwords(dsn):
+        for spelling in {secret, unquote(secret)}:
+            text = text.replace(spelling, "***")
+    return f"{type(exc).__name__}: {redact_dsn(text)}"
+
+
 def _hosts(bootstrap: str) -> list[tuple[str, int]]:
     hosts = []
     for item in bootstrap.split(","):

@@ -22,6 +22,7 @@ from schemas.ids import canonical_args_hash
 from services.agent.config import AgentConfig, McpServer, default_cli
 from services.agent.context import ContextRow, IncidentState, LoadedContext, repair_dangling_tool_calls
 from services.agent.graph import RoundDeps, build_graph
+from services.agent.guard import guard_for
 from services.agent.mcp_client import McpToolbox
 from services.agent.preamble import Trigger, render_preamble
 from services.agent.round import alert_context, plan_round
@@ -162,7 +163,8 @@ class Seeded:
             emitter.send(*plan.events)
             ctx = self.projection.context(wake.thread_ts)
         preamble = render_preamble(ctx, round_, Trigger(wake.reason, wake.trigger_message_id, wake.user), now)
-        tools = LocalToolPath(self.config, None, toolbox, emitter, alert_context(ctx))  # type: ignore[arg-type]
+        guard = guard_for(ctx, self.config, toolbox)
+        tools = LocalToolPath(self.config, None, toolbox, emitter, alert_context(ctx), guard)  # type: ignore[arg-type]
         tools.projection = self.projection
 
         async def read_raw(evidence_id: str) -> Any:
@@ -189,4 +191,6 @@ class Seeded:
 
 def telemetry_server() -> McpServer:
     """The telemetry MCP server the agent starts by default (recorded back end), over stdio."""
-    return McpServer(name="telemetry", command=[default_cli(), "telemetry-mcp", "--backend", "recorded"])
+    return McpServer(
+        name="telemetry", command=[default_cli(), "telemetry-mcp", "--backend", "recorded", "--unscoped"]
+    )

@@ -29,6 +29,8 @@ from services.agent.telemetry_mcp.client import raw_of, session, text_of
 from services.agent.telemetry_mcp.config import TelemetryConfig
 from services.agent.telemetry_mcp.wire import UpstreamError
 
+from .scope_rows import project_alert
+
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 K8S_TOKEN = "k8s-test-token"
 # Pretty-printed on purpose, with odd key order: a re-serialised answer would not match.
@@ -89,7 +91,7 @@ class FakeTelemetry(BaseHTTPRequestHandler):
             self.release.wait(10)
             return self._send(200, TEMPO_BODY)
         if url.path == "/loki/api/v1/query_range":
-            if query.get("query") == '{bad="json"}':
+            if "bad=" in query.get("query", ""):
                 return self._send(200, "<html>maintenance</html>", "text/html")
             return self._send(200, LOKI_BODY)
         if url.path == "/api/v1/query_range":
@@ -129,13 +131,18 @@ def fake() -> Iterator[tuple[str, list[dict[str, Any]], threading.Event]]:
         server.server_close()
 
 
+UP = 'up{namespace="shop"}'
+THREAD = "C0SHOP-1773457200.000100"
+
+
 def test_http_back_end_passes_the_raw_through_verbatim(
-    fake: tuple[str, list[dict[str, Any]], threading.Event],
+    fake: tuple[str, list[dict[str, Any]], threading.Event], pg_dsn: str, pg_schema: str, pg_conn: Any
 ) -> None:
     base, requests, _ = fake
+    project_alert(pg_conn, THREAD)  # the server reads the thread's window and scope from the projection
     token_env = {"KUBERNETES_TOKEN": K8S_TOKEN, "LOKI_TENANT": "tenant-a"}
     args = ["--backend", "http", "--loki-url", base, "--prometheus-url", base + "/", "--tempo-url", base]
-    args += ["--kubernetes-url", base, "--timeout", "5"]
+    args += ["--kubernetes-url", base, "--timeout", "5", "--dsn", pg_dsn, "--schema", pg_schema]
 
     async def main() -> None:
         async with session(args, env=token_env) as client:
@@ -146,34 +153,54 @@ def test_http_back_end_passes_the_raw_through_verbatim(
                     "start": "2026-03-14T03:00:00Z",
                     "end": "1773458100",
                     "limit": 100,
+                    "thread": THREAD,
                 },
             )
             assert not loki.is_error and text_of(loki) == LOKI_BODY  # byte for byte, not re-serialised
             assert loki.structured_content == json.loads(LOKI_BODY)
             prom = await client.call_tool(
                 "query_prometheus",
-                {"query": "up", "start": "2026-03-14T03:00:00Z", "end": "2026-03-14T03:15:00Z", "step": "1m"},
+                {
+                    "query": UP,
+                    "start": "2026-03-14T03:00:00Z",
+                    "end": "2026-03-14T03:15:00Z",
+                    "step": "1m",
+                    "thread": THREAD,
+                },
             )
             assert text_of(prom) == PROM_BODY
-            trace = await client.call_tool("query_tempo", {"trace_id": TRACE_ID.upper()})
+            trace = await client.call_tool("query_tempo", {"trace_id": TRACE_ID.upper(), "thread": THREAD})
             assert text_of(trace) == TEMPO_BODY
-            events = await client.call_tool("get_pod_events", {"namespace": "shop", "pod": "checkout-api-1"})
+            events = await client.call_tool(
+                "get_pod_events", {"namespace": "shop", "pod": "checkout-api-1", "thread": THREAD}
+            )
             assert text_of(events) == EVENTS_BODY
 
             errors = {
                 "prom": await client.call_tool(
                     "query_prometheus",
-                    {"query": "up(", "start": "1773457200", "end": "1773458100", "step": "15s"},
+                    {
+                        "query": "up(",
+                        "start": "1773457200",
+                        "end": "1773458100",
+                        "step": "15s",
+                        "thread": THREAD,
+                    },
                 ),
-                "tempo": await client.call_tool("query_tempo", {"trace_id": "abc"}),
+                "tempo": await client.call_tool("query_tempo", {"trace_id": "abc", "thread": THREAD}),
                 "loki": await client.call_tool(
-                    "query_loki", {"query": '{bad="json"}', "start": "1773457200", "end": "1773458100"}
+                    "query_loki",
+                    {
+                        "query": '{namespace="shop",bad="json"}',
+                        "start": "1773457200",
+                        "end": "1773458100",
+                        "thread": THREAD,
+                    },
                 ),
             }
             assert all(r.is_error for r in errors.values())
-            assert "Prometheus answered HTTP 400: 1:4: parse error: unclosed left parenthesis" in text_of(
-                errors["prom"]
-            )
+            # PromQL that cannot be parsed is refused by the scope check: it never reaches Prometheus.
+            assert "cannot parse the PromQL" in text_of(errors["prom"])
             assert "Tempo has no such trace (HTTP 404)" in text_of(errors["tempo"])
             assert "Loki answered with something that is not JSON" in text_of(errors["loki"])
 
@@ -191,8 +218,8 @@ def test_http_back_end_passes_the_raw_through_verbatim(
         "direction": "backward",
     }
     assert loki_req["headers"]["X-Scope-OrgID"] == "tenant-a"
-    prom_req = next(r for r in requests if r["path"] == "/api/v1/query_range" and r["query"]["query"] == "up")
-    assert prom_req["query"] == {"query": "up", "start": "1773457200", "end": "1773458100", "step": "60"}
+    prom_req = next(r for r in requests if r["path"] == "/api/v1/query_range" and r["query"]["query"] == UP)
+    assert prom_req["query"] == {"query": UP, "start": "1773457200", "end": "1773458100", "step": "60"}
     assert f"/api/traces/{TRACE_ID}" in by_path  # lower-cased, as Tempo stores ids
     k8s = by_path["/api/v1/namespaces/shop/events"]
     assert k8s["query"] == {"fieldSelector": "involvedObject.kind=Pod,involvedObject.name=checkout-api-1"}

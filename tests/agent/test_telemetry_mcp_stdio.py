@@ -42,7 +42,7 @@ def test_every_tool_answers_with_the_raw_over_stdio() -> None:
     (trace_id,) = trace_ids(seed.tempo)
 
     async def main() -> None:
-        async with session(["--backend", "recorded"]) as client:
+        async with session(["--backend", "recorded", "--unscoped"]) as client:
             listed = await client.list_tools()
             assert sorted(t.name for t in listed.tools) == sorted(TOOL_NAMES)
             schema = {t.name: t.input_schema for t in listed.tools}
@@ -110,7 +110,7 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
 
 def test_bad_calls_get_a_clear_tool_error_and_the_server_keeps_serving() -> None:
     async def main() -> None:
-        async with session(["--backend", "recorded"]) as client:
+        async with session(["--backend", "recorded", "--unscoped"]) as client:
             for tool, args, needle in BAD_CALLS:
                 _, text, is_error = await _call(client, tool, args)
                 assert is_error and needle in text, (tool, args, text)
@@ -133,6 +133,7 @@ def test_streamable_http_on_port(tmp_path: Path) -> None:
         "telemetry-mcp",
         "--backend",
         "recorded",
+        "--unscoped",
         "--port",
         str(port),
     ]

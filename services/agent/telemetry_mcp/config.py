@@ -60,12 +60,17 @@ class TelemetryConfig:
     timeout_s: float = 30.0
     dsn: str = ""
     schema: str = "public"
+    unscoped: bool = False  # skip the per-thread scope check: refused with the http back end
 
     def validated(self) -> TelemetryConfig:
         if self.backend not in BACKENDS:
             raise UserFacingError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
         if not self.timeout_s > 0:
             raise UserFacingError(f"timeout must be positive, got {self.timeout_s}")
+        if self.unscoped and self.backend != "recorded":
+            raise UserFacingError(
+                "--unscoped is for the recorded back end only; real telemetry is always scoped"
+            )
         if not self.schema.replace("_", "a").isalnum():
             raise UserFacingError(f"schema must be a plain identifier, got {self.schema!r}")
         return self
@@ -85,6 +90,8 @@ class TelemetryConfig:
 def _coerce(key: str, value: Any) -> Any:
     if value is None or value == "":
         return None
+    if key == "unscoped":
+        return value is True or str(value).lower() in ("1", "true", "yes")
     if key == "timeout_s":
         try:
             return float(value)

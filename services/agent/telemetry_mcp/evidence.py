@@ -17,6 +17,8 @@ from schemas import read_model
 
 VISIBLE = sql.SQL(read_model.EVIDENCE_VISIBLE)
 STAGED = sql.SQL(read_model.EVIDENCE_STAGED)
+VISIBLE_IN_THREAD = sql.SQL(read_model.EVIDENCE_VISIBLE_IN_THREAD)
+STAGED_IN_THREAD = sql.SQL(read_model.EVIDENCE_STAGED_IN_THREAD)
 
 
 class EvidenceNotFound(LookupError):
@@ -54,16 +56,26 @@ class EvidenceStore:
         self.schema = schema
         self.connect_timeout_s = connect_timeout_s
 
-    async def get(self, evidence_id: str) -> Evidence:
+    async def get(self, evidence_id: str, thread: str | None = None) -> Evidence:
+        """The row's raw. Given a thread, only a row of that thread is answered (no cross-thread
+        reads: another incident's raw never reaches this one's model); None only when unscoped."""
         if not isinstance(evidence_id, str) or not evidence_id.strip():
             raise EvidenceNotFound("evidence id must be a non-empty string")
+        if thread is not None and evidence_id.split(":", 1)[0] != thread:
+            raise EvidenceNotFound(f"no evidence with id {evidence_id!r} in thread {thread}")
+        queries = (
+            ((VISIBLE, True), (STAGED, False))
+            if thread is None
+            else ((VISIBLE_IN_THREAD, True), (STAGED_IN_THREAD, False))
+        )
+        params: tuple[str, ...] = (evidence_id,) if thread is None else (thread, evidence_id)
         try:
             async with await psycopg.AsyncConnection.connect(
                 self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
             ) as conn:
                 await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-                for query, committed in ((VISIBLE, True), (STAGED, False)):
-                    cur = await conn.execute(query, (evidence_id,))
+                for query, committed in queries:
+                    cur = await conn.execute(query, params)
                     row = await cur.fetchone()
                     if row is not None:
                         rid, thread_ts, round_, role, call_id, content = row

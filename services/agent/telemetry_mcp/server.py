@@ -18,12 +18,15 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
+from services.agent.config import policy_from_env
 from services.agent.telemetry_mcp import config as config_mod
 from services.agent.telemetry_mcp.backends import Backend, Raw, make_backend
 from services.agent.telemetry_mcp.config import TelemetryConfig
 from services.agent.telemetry_mcp.evidence import EvidenceNotFound, EvidenceStore, EvidenceUnavailable
+from services.agent.telemetry_mcp.scoping import ScopeRefused, ThreadScopes, checked_meta
 from services.agent.telemetry_mcp.timeparse import TimeArgError
 from services.agent.telemetry_mcp.wire import ToolArgError, UpstreamError
+from services.boundary.scope import Checked, ScopePolicy
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import configure_logging
 
@@ -31,9 +34,11 @@ log = logging.getLogger(__name__)
 
 SERVER_NAME = "incident-memory-telemetry"
 TOOL_NAMES = ("query_loki", "query_prometheus", "query_tempo", "get_pod_events", "get_evidence")
-EXPECTED = (ToolArgError, TimeArgError, UpstreamError, EvidenceNotFound, EvidenceUnavailable)
+EXPECTED = (ToolArgError, TimeArgError, UpstreamError, EvidenceNotFound, EvidenceUnavailable, ScopeRefused)
 
 Time = Annotated[str, Field(description="RFC 3339 or Unix s/ns")]
+# Required unless the server runs --unscoped (recorded back end only); the agent sets it, not the model.
+Thread = Annotated[str | None, Field(description="the Slack thread this call serves")]
 
 
 def result_of(raw: Raw, meta: dict[str, Any] | None = None) -> CallToolResult:
@@ -52,10 +57,23 @@ async def _guard(call: Callable[[], Awaitable[CallToolResult]]) -> CallToolResul
         raise ToolError(str(exc)) from exc
 
 
-def build_server(config: TelemetryConfig, backend: Backend | None = None) -> MCPServer[Any]:
-    """The MCP server with its five tools, bound to one back end and one evidence store."""
+def build_server(
+    config: TelemetryConfig, backend: Backend | None = None, policy: ScopePolicy | None = None
+) -> MCPServer[Any]:
+    """The MCP server with its five tools, bound to one back end and one evidence store.
+
+    Every call names its thread; the server derives that thread's window and scope from the
+    projection and checks the call itself (services/boundary/scope.py) before any back end is asked.
+    Only `--unscoped` on the recorded back end (dev data) skips the check.
+    """
     chosen: Backend = backend if backend is not None else make_backend(config)
     evidence = EvidenceStore(config.dsn, config.schema, config.timeout_s)
+    scopes = ThreadScopes(config.dsn, config.schema, policy or policy_from_env(), config.timeout_s)
+
+    async def checked(thread: str | None, tool: str, args: dict[str, Any]) -> Checked:
+        if config.unscoped:
+            return Checked(tool, args)
+        return await scopes.check(thread, tool, args)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
@@ -68,7 +86,8 @@ def build_server(config: TelemetryConfig, backend: Backend | None = None) -> MCP
         SERVER_NAME,
         instructions=(
             "Telemetry for incident investigation. Every tool returns the system's raw JSON. "
-            "Stay inside the incident's alert window. get_evidence(id) returns a stored raw by evidence id."
+            "Each call names its thread; it is confined to that thread's alert window and scope. "
+            "get_evidence(id) returns a stored raw of that thread by evidence id."
         ),
         lifespan=lifespan,
     )
@@ -79,9 +98,19 @@ def build_server(config: TelemetryConfig, backend: Backend | None = None) -> MCP
         start: Time,
         end: Time,
         limit: Annotated[int, Field(description="max lines")] = 5000,
+        thread: Thread = None,
     ) -> CallToolResult:
         """Loki log lines in [start, end]."""
-        return await _guard(lambda: _raw(chosen.query_loki(query, start, end, limit)))
+
+        async def run() -> CallToolResult:
+            c = await checked(
+                thread, "query_loki", {"query": query, "start": start, "end": end, "limit": limit}
+            )
+            a = c.args
+            raw = await chosen.query_loki(a["query"], a["start"], a["end"], a.get("limit", limit))
+            return result_of(raw, checked_meta(c))
+
+        return await _guard(run)
 
     @app.tool()
     async def query_prometheus(
@@ -89,33 +118,57 @@ def build_server(config: TelemetryConfig, backend: Backend | None = None) -> MCP
         start: Time,
         end: Time,
         step: Annotated[str, Field(description="e.g. 15s")],
+        thread: Thread = None,
     ) -> CallToolResult:
         """Prometheus series in [start, end]."""
-        return await _guard(lambda: _raw(chosen.query_prometheus(query, start, end, step)))
+
+        async def run() -> CallToolResult:
+            args = {"query": query, "start": start, "end": end, "step": step}
+            c = await checked(thread, "query_prometheus", args)
+            a = c.args
+            raw = await chosen.query_prometheus(a["query"], a["start"], a["end"], a["step"])
+            return result_of(raw, checked_meta(c))
+
+        return await _guard(run)
 
     @app.tool()
     async def query_tempo(
         trace_id: Annotated[str, Field(description="hex")],
+        thread: Thread = None,
     ) -> CallToolResult:
         """Tempo trace by id."""
-        return await _guard(lambda: _raw(chosen.query_tempo(trace_id)))
+
+        async def run() -> CallToolResult:
+            await checked(thread, "query_tempo", {"trace_id": trace_id})
+            return result_of(await chosen.query_tempo(trace_id))
+
+        return await _guard(run)
 
     @app.tool()
     async def get_pod_events(
         namespace: str,
         pod: Annotated[str | None, Field(description="default: all pods")] = None,
+        thread: Thread = None,
     ) -> CallToolResult:
         """Kubernetes events of a namespace."""
-        return await _guard(lambda: _raw(chosen.get_pod_events(namespace, pod)))
+
+        async def run() -> CallToolResult:
+            await checked(thread, "get_pod_events", {"namespace": namespace, "pod": pod})
+            return result_of(await chosen.get_pod_events(namespace, pod))
+
+        return await _guard(run)
 
     @app.tool()
     async def get_evidence(
         id: Annotated[str, Field(description="evidence id, thread_ts:round:node:i")],
+        thread: Thread = None,
     ) -> CallToolResult:
-        """The raw content of one stored message (a tool result, alert, human turn...), verbatim."""
+        """The raw content of one stored message of the thread (a tool result, alert, human turn...)."""
 
         async def fetch() -> CallToolResult:
-            row = await evidence.get(id)
+            if not thread and not config.unscoped:
+                raise ScopeRefused("get_evidence refused: name the thread whose evidence this is")
+            row = await evidence.get(id, thread or None)
             return result_of(Raw.of(row.content), {"incident_memory/evidence": row.meta()})
 
         return await _guard(fetch)
@@ -156,6 +209,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--dsn", help="Postgres for get_evidence; env DATABASE_URL")
     parser.add_argument("--schema", help="Postgres schema (search_path) of agent_messages; default public")
+    parser.add_argument(
+        "--unscoped",
+        action="store_true",
+        default=None,
+        help="recorded back end only (dev data): skip the per-thread window and scope check",
+    )
     parser.add_argument("--port", type=int, help="serve streamable HTTP on this port instead of stdio")
     parser.add_argument("--host", default="127.0.0.1", help="bind address for --port (default 127.0.0.1)")
     parser.add_argument(

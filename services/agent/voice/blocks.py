@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from schemas.events import AlertReceived, ThreadPost
+from services.boundary.slack_escape import escape
 
 LOCAL_MODEL = "local-deterministic"
 SECTION_CHARS = 2900  # Slack allows 3,000 characters in a section's text
@@ -27,8 +28,9 @@ def _clip(text: str, width: int = SECTION_CHARS) -> str:
 
 def post_blocks(post: ThreadPost) -> tuple[str, list[dict[str, Any]]]:
     """(notification text, blocks) of a round's post: the summary with its claims and evidence, or
-    the judge's questions; and the model that wrote it."""
-    lines = post.text.splitlines() or [""]
+    the judge's questions; and the model that wrote it. Everything the model wrote is escaped
+    (services/boundary/slack_escape.py): it can form no mention, channel ping or link."""
+    lines = escape(post.text).splitlines() or [""]
     if post.kind == "summary":
         title = f"*Summary* — {lines[0]}"
         body = "\n".join(lines[1:])
@@ -39,7 +41,7 @@ def post_blocks(post: ThreadPost) -> tuple[str, list[dict[str, Any]]]:
         {"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"{title}\n{body}".strip())}},
         {
             "type": "context",
-            "elements": [{"type": "mrkdwn", "text": f"{author(post.model)} · round {post.round}"}],
+            "elements": [{"type": "mrkdwn", "text": f"{escape(author(post.model))} · round {post.round}"}],
         },
     ]
     return _clip(f"{'Summary' if post.kind == 'summary' else 'Questions'}: {lines[0]}", 300), blocks
@@ -48,8 +50,8 @@ def post_blocks(post: ThreadPost) -> tuple[str, list[dict[str, Any]]]:
 def alert_blocks(alert: AlertReceived) -> tuple[str, list[dict[str, Any]]]:
     """(notification text, blocks) of the message that opens an alert's thread."""
     annotations = _common(alert.alert, "commonAnnotations")
-    summary = str(annotations.get("summary") or annotations.get("description") or "")
-    title = f"{alert.alertname} — {alert.service} ({alert.status})"
+    summary = escape(str(annotations.get("summary") or annotations.get("description") or ""))
+    title = escape(f"{alert.alertname} — {alert.service} ({alert.status})")
     window = f"window {alert.window_start:%Y-%m-%d %H:%M}–{alert.window_end:%H:%M}Z"
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"*{title}*\n{summary}".strip())}},
