@@ -26,12 +26,16 @@ _ITEM = re.compile(r"^(\d+)×\s*(.*)$", re.S)
 _RANGES = re.compile(r"\s\[[^\[\]]*\]$")
 _CLIP = re.compile(r"…\(\+\d+ chars\)$")
 _LEVEL_TAGS = {"WARN", "ERROR", "CRIT", "FATAL"}
+# The streams a pattern came from, after its times and level tag (`[app=checkout-api]`, `[2 of 4 pods: …]`):
+# labels of the stream, not words of the line.
+_ATTRIBUTION = re.compile(r"^((?:\S*\d\S*\s+)*(?:(?:WARN|ERROR|CRIT|FATAL)\s+)?)\[[^\[\]]*\]\s+")
 
 
 def fixed_words(text: str) -> list[str]:
     """The words of a pattern item that every line of the pattern contains verbatim, in order."""
-    body = _RANGES.sub("", _CLIP.sub("", text.strip()))
-    clipped = body != text.strip() and _CLIP.search(text.strip()) is not None
+    text = _ATTRIBUTION.sub(r"\1", text.strip())
+    body = _RANGES.sub("", _CLIP.sub("", text))
+    clipped = _CLIP.search(text) is not None
     words = body.split()
     if clipped and words:
         words = words[:-1]  # the word at a clip may itself be cut

@@ -100,3 +100,9 @@ def test_pod_event_groups_read_type_reason_and_the_summed_count() -> None:
         (3, "Normal", "Created"),
     ]
     assert pod_events.groups({"summary": "0 events"}) == []
+
+
+def test_the_streams_a_pattern_came_from_are_not_words_of_its_lines() -> None:
+    item = "03:12:44–03:14:01 [2 of 4 pods: checkout-api-7d9f8b6c5-{m8p3z,x2k4q}] FATAL ERROR: JS heap out of memory"
+    assert patterns.fixed_words(item) == ["ERROR:", "JS", "heap", "out", "of", "memory"]
+    assert patterns.fixed_words("03:00:11 ERROR [app=checkout-api] GET /healthz") == ["GET", "/healthz"]
