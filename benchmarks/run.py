@@ -30,6 +30,7 @@ ORDER = [
     "peer",
     "replay",
     "rederive",
+    "recall",
     "review",
 ]
 

@@ -33,6 +33,7 @@ from schemas.events import (
 )
 from schemas.ids import NULL_ROUND, canonical_args_hash
 from schemas.tokens import count_tokens
+from services.projector.profile_facts import ProfileFact, profile_facts
 
 
 class MappingError(ValueError):
@@ -170,7 +171,7 @@ class RecordPost:
     recorded_at: datetime
 
 
-Op = InsertRow | StageRow | CacheDigest | UpsertState | CommitRound | ReRender | RecordPost
+Op = InsertRow | StageRow | CacheDigest | UpsertState | CommitRound | ReRender | RecordPost | ProfileFact
 
 ALERT_STATUS = {"firing": "open", "resolved": "resolved"}
 
@@ -276,7 +277,7 @@ def map_event(event: EventBase) -> list[Op]:
     mapper = _MAPPERS.get(type(event))
     if mapper is None:
         raise MappingError(f"no projection for event type {type(event).__name__}")
-    return mapper(event)
+    return [*mapper(event), *profile_facts(event)]
 
 
 def _map_alert(event: AlertReceived) -> list[Op]:
