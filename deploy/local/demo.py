@@ -253,6 +253,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run over the secured stack (`up --secure`): Kafka over SASL_SSL with each service as its own "
         "SCRAM principal under ACLs, Postgres over TLS with sslmode=verify-full",
     )
+    parser.add_argument(
+        "--review",
+        action="store_true",
+        help="then serve the review page on the demo's schema (read-only login) until Ctrl-C (`make review`)",
+    )
+    parser.add_argument("--review-port", type=int, default=8090)
 
 
 def model_plan(agent: str, judge: str | None, env: dict[str, str]) -> tuple[str, str, str]:
@@ -421,4 +427,25 @@ def run(args: argparse.Namespace) -> int:
     finally:
         pipe.stop_all()
         run_.step("services stopped")
+    url = f"http://127.0.0.1:{args.review_port}/threads/{thread_ts}"
+    if args.review:
+        return serve_review(dsn, names.schema, args.review_port, url)
+    print(f"review: `incident-memory review --schema {names.schema}`, then open {url}")
+    return 0
+
+
+def serve_review(owner_dsn: str, schema: str, port: int, url: str) -> int:
+    """The review page over the demo's schema, as the local read-only login, until Ctrl-C."""
+    import uvicorn
+
+    from deploy.local.review_login import ensure_review_login
+    from services.review.db import Reader
+    from services.review.web import build_app
+
+    reader = Reader(ensure_review_login(owner_dsn), schema)
+    print(f"review: {url} (read-only; Ctrl-C to stop)", flush=True)
+    try:
+        uvicorn.run(build_app(reader), host="127.0.0.1", port=port, log_level="warning")
+    finally:
+        reader.close()
     return 0

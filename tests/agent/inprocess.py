@@ -19,6 +19,7 @@ from typing import Any
 
 from schemas.events import EventBase, ToolResult, Wake
 from schemas.ids import canonical_args_hash
+from schemas.row_description import describe
 from services.agent.config import AgentConfig, McpServer, default_cli
 from services.agent.context import ContextRow, IncidentState, LoadedContext, repair_dangling_tool_calls
 from services.agent.graph import RoundDeps, build_graph
@@ -40,7 +41,7 @@ from services.projector.mapping import (
     UpsertState,
     map_event,
 )
-from services.projector.show import ShownRow, describe
+from services.projector.show import ShownRow
 from services.runtime.kafka_client import KafkaClient
 
 
