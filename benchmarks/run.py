@@ -32,6 +32,7 @@ ORDER = [
     "rederive",
     "recall",
     "warroom",
+    "review",
 ]
 
 

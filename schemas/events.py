@@ -179,6 +179,10 @@ class AiMessage(EventBase):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     model: str
     claims: list[Claim] = Field(default_factory=list)
+    # Set when the node's answer did not validate even after one repair: the reason, and the
+    # model's text verbatim. Such a row is a recorded failure, never a claim-less hypothesis.
+    failure: str | None = None
+    raw_answer: str | None = None
 
 
 class Claim(BaseModel):
@@ -236,13 +240,17 @@ class JudgeVerdict(EventBase):
     graded_claims: list[dict[str, Any]] = Field(default_factory=list)
     hypothesis_id: str
     model: str
+    # Set when there was nothing to grade (the hypothesis failed) or the judge's own answer did not
+    # validate: why, and the judge's text verbatim when it answered. `grounded` is then False.
+    failure: str | None = None
+    raw_answer: str | None = None
 
 
 class ThreadPost(EventBase):
     """What the bot said in the Slack thread: a grounded summary or the judge's questions."""
 
     type: Literal["thread_post"] = "thread_post"
-    kind: Literal["summary", "questions"]
+    kind: Literal["summary", "questions", "failure"]  # failure: says which node failed and why
     text: str
     model: str
 

@@ -70,6 +70,8 @@ class ModelConfig:
     agent: str = "local"
     judge: str = "local"
     temperature: float = 0.0
+    # Every call is capped: a small model can generate until its context ends (docs/models.md).
+    max_tokens: int = 1024
 
 
 @dataclass(frozen=True)

@@ -219,6 +219,8 @@ def row_to_message(row: ContextRow, tool_name: str | None = None) -> BaseMessage
     if row.role == "judge":
         if row.re_rendered:
             return AIMessage(content=f"judge: {re_rendered_text(row, v)}", id=row.id)
+        if v.get("failure"):  # nothing was graded: say so, never "NOT grounded"
+            return AIMessage(content=f"judge ({row.id}): no verdict: {v['failure']}", id=row.id)
         verdict = "grounded" if v.get("grounded") else "NOT grounded"
         questions = v.get("questions") or []
         text = f"judge ({row.id}): hypothesis {verdict}."

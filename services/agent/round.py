@@ -29,9 +29,18 @@ from services.agent.emitter import EventEmitter
 from services.agent.graph import RoundDeps, build_graph
 from services.agent.guard import guard_for
 from services.agent.mcp_client import McpToolbox, ToolCallError
+from services.agent.playbooks import (
+    PlaybookPlan,
+    alert_labels,
+    choose,
+    load_playbooks,
+    offered_params,
+    plan_calls,
+)
 from services.agent.preamble import Trigger, pinned_window, render_preamble
 from services.agent.rerender import Plan, plan_rerenders
 from services.agent.toolpath import ProjectionTimeout, ToolPath
+from services.boundary.redact import redact_value
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.round")
@@ -121,6 +130,19 @@ async def _wait_visible(conn: psycopg.Connection, message_id: str, timeout: floa
     return False
 
 
+def playbook_plan(ctx: LoadedContext, toolbox: McpToolbox) -> PlaybookPlan | None:
+    """The alert's playbook calls: deterministic work before any model call (alert rounds only)."""
+    alert = next((r.value for r in ctx.rows if r.role == "alert" and isinstance(r.value, dict)), None)
+    if alert is None:
+        return None
+    alertname, labels = alert_labels(alert)
+    playbook = choose(load_playbooks(), alertname, labels)
+    if playbook is None:
+        return None
+    offered = offered_params(toolbox.tool_specs(exclude=(EVIDENCE_TOOL,)))
+    return plan_calls(playbook, labels, pinned_window(ctx), offered)
+
+
 def plan_round(
     ctx: LoadedContext, config: AgentConfig, now: datetime, trigger_id: str | None = None
 ) -> tuple[int, Plan]:
@@ -194,15 +216,18 @@ async def run_round(
         preamble = render_preamble(ctx, round_, trigger, now)
 
         async def read_raw(evidence_id: str) -> Any:
+            """The raw a claim cites, for the judge: redacted, whichever server answered (invariant 13)."""
             if toolbox.has(EVIDENCE_TOOL):
                 try:
-                    return await toolbox.call(EVIDENCE_TOOL, {"id": evidence_id}, thread=thread_ts)
+                    return redact_value(
+                        await toolbox.call(EVIDENCE_TOOL, {"id": evidence_id}, thread=thread_ts)
+                    )
                 except ToolCallError:
                     pass
             record = await asyncio.to_thread(
                 lambda: conn.execute(read_model.RAW_CONTENT, {"id": evidence_id}).fetchone()
             )
-            return None if record is None else record[0]
+            return None if record is None else redact_value(record[0])
 
         deps = RoundDeps(
             config=config,
@@ -219,6 +244,7 @@ async def run_round(
             ),
             emitter=emitter,
             raw_reader=read_raw,
+            playbook=playbook_plan(ctx, toolbox) if wake.reason == "alert" else None,
         )
         log.info("round started", extra=about(thread_ts, wake.trigger_message_id, round=round_))
         final = await build_graph(deps).ainvoke(

@@ -2,7 +2,9 @@
 
 Every tool answers with the back end's raw JSON, verbatim, as text content (and as
 structured content when it is an object), because the compactor downstream needs
-the real systems' own formats and `get_evidence` must hand back exactly what was stored.
+the real systems' own formats. `get_evidence` hands back what was stored with its credentials
+redacted (typed markers; services/boundary/redact.py), as are the tools' error messages: both go
+to a model (invariant 13).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from services.agent.telemetry_mcp.scoping import ScopeRefused, ThreadScopes, che
 from services.agent.telemetry_mcp.thread_search import BadSearch, ThreadSearch, ThreadSearchUnavailable
 from services.agent.telemetry_mcp.timeparse import TimeArgError
 from services.agent.telemetry_mcp.wire import ToolArgError, UpstreamError
+from services.boundary.redact import redact_text, redact_value
 from services.boundary.scope import Checked, ScopePolicy
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import configure_logging
@@ -70,8 +73,8 @@ async def _guard(call: Callable[[], Awaitable[CallToolResult]]) -> CallToolResul
     """Turn anticipated failures into tool errors with their one-line reason."""
     try:
         return await call()
-    except EXPECTED as exc:
-        raise ToolError(str(exc)) from exc
+    except EXPECTED as exc:  # an upstream's URL or answer may carry a credential: redacted
+        raise ToolError(redact_text(str(exc))) from exc
 
 
 def build_server(
@@ -181,13 +184,15 @@ def build_server(
         id: Annotated[str, Field(description="evidence id, thread_ts:round:node:i")],
         thread: Thread = None,
     ) -> CallToolResult:
-        """The raw content of one stored message of the thread (a tool result, alert, human turn...)."""
+        """The raw content of one stored message of the thread (a tool result, alert, human turn...),
+        credentials redacted."""
 
         async def fetch() -> CallToolResult:
             if not thread and not config.unscoped:
                 raise ScopeRefused("get_evidence refused: name the thread whose evidence this is")
             row = await evidence.get(id, thread or None)
-            return result_of(Raw.of(row.content), {"incident_memory/evidence": row.meta()})
+            # the raw at rest is verbatim; what leaves is redacted (invariant 13)
+            return result_of(Raw.of(redact_value(row.content)), {"incident_memory/evidence": row.meta()})
 
         return await _guard(fetch)
 

@@ -30,6 +30,7 @@ from schemas.events import AlertReceived, EventBase, RoundCommitted, SlackPostRe
 from schemas.ids import split_thread_key, voice_id
 from services.agent.voice.blocks import alert_blocks, metadata, post_blocks
 from services.agent.voice.routing import route
+from services.boundary.redact import redact_text, redact_value
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.voice")
@@ -178,7 +179,9 @@ class Voice:
             self.outcome.found.append(d.post_id)
             return found
         await self._record(d, "intent", None, None)
-        ts = await self.slack.post(d.channel, d.thread_ts, d.text, d.blocks, metadata(d.post_id, d.thread))
+        # The last step before Slack: whatever built the text, no credential is posted (invariant 13).
+        text, blocks = redact_text(d.text), redact_value(d.blocks)
+        ts = await self.slack.post(d.channel, d.thread_ts, text, blocks, metadata(d.post_id, d.thread))
         await self._record(d, "posted", ts, private)
         self.outcome.posted.append(d.post_id)
         log.info("posted", extra=about(d.thread, d.post_id, channel=d.channel, slack_ts=ts))
