@@ -6,9 +6,12 @@
 
 The same pattern as deploy/validate.sh's tools: `go install <module>@<version>`, the version pinned
 (a tag or pseudo-version, never `latest` or a branch), the binary cached per version at
-`<state>/gobin/<name>-<version>/<name>` and reused when present. Go's module and build caches live
-in `<state>/gobin/go` (state = `INCIDENT_MEMORY_STATE_DIR`, default `.cache/`, git-ignored), so a
-rebuild downloads nothing it already has. `GOTOOLCHAIN=local`: a module that wants a newer Go fails
+`<gobin>/<name>-<version>/<name>` and reused when present. Go's module and build caches live in
+`<gobin>/go`, so a rebuild downloads nothing it already has. `<gobin>` is per user, not per checkout
+(`INCIDENT_MEMORY_GOBIN_DIR`, default `$XDG_CACHE_HOME/incident-memory/gobin`, i.e.
+`~/.cache/incident-memory/gobin`), as Go's own caches are: a pinned version builds to the same binary
+in every clone, and promtool's cold build (`make test` runs it through deploy/validate.sh) is paid once
+per machine, not once per clone. A caller that passes `state` keeps everything under `<state>/gobin`. `GOTOOLCHAIN=local`: a module that wants a newer Go fails
 with Go's own message instead of fetching a toolchain. A file lock per name and version lets
 concurrent runs (two pytest sessions, two helpers) build once: the second waits, then reuses.
 
@@ -39,7 +42,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from services.runtime import settings
 from services.runtime.errors import UserFacingError
 
 GO_FALLBACKS = (Path("/usr/local/go/bin/go"),)  # the official tarball's place, often not on PATH
@@ -73,7 +75,14 @@ def _stderr(line: str) -> None:
 
 
 def root(state: Path | None = None) -> Path:
-    return (state or settings.state_dir()) / "gobin"
+    """`<state>/gobin` when a state dir is given, else the per-user cache (module docstring)."""
+    if state is not None:
+        return state / "gobin"
+    explicit = os.environ.get("INCIDENT_MEMORY_GOBIN_DIR")
+    if explicit:
+        return Path(explicit).resolve()
+    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache_home) / "incident-memory" / "gobin"
 
 
 def binary_path(name: str, version: str, state: Path | None = None) -> Path:

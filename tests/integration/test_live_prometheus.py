@@ -1,7 +1,7 @@
 """Live scenario of `make test-integration` (issue 18, item 3): a real Prometheus, the real pipeline.
 
 What runs, for real: Prometheus v0.316.0 (built from the Go module proxy by `deploy/local/gobin.py`,
-cached in `.cache/gobin`) scraping, every second, the `/metrics` of this test's ingest, compactor,
+cached in `~/.cache/incident-memory/gobin`) scraping, every second, the `/metrics` of this test's ingest, compactor,
 projector and agent processes; those four services on the shared local Kafka and Postgres (per-test
 topics and schema); the agent's tools through `incident-memory telemetry-mcp --backend http`.
 
