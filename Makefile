@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 IM := $(BIN)/incident-memory
 PYTEST_ARGS ?=
 
-.PHONY: venv validate-deploy demo test test-fast test-reliability test-integration bench up down lint clean
+.PHONY: browser review venv validate-deploy demo test test-fast test-reliability test-integration bench up down lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,11 @@ lint: venv
 validate-deploy: venv
 	bash deploy/validate.sh
 
-test: lint validate-deploy up
+# Debian's chromium and chromium-driver for the review page's browser tests (installed only when missing).
+browser: venv
+	$(BIN)/python -m deploy.local.browser
+
+test: lint validate-deploy up browser
 	$(BIN)/pytest -m "not reliability or fast" --durations=25 $(PYTEST_ARGS)
 
 # No Kafka, no Postgres, under a minute: every test whose fixtures reach `stack` is marked `stack`
@@ -54,7 +58,11 @@ test-integration: venv
 	INTEGRATION_DIR=$(INTEGRATION_DIR) $(BIN)/pytest -q -m integration tests/integration $(PYTEST_ARGS)
 
 demo: up
-	$(IM) demo
+	$(IM) demo $(if $(MODEL),--model $(MODEL)) $(if $(JUDGE_MODEL),--judge-model $(JUDGE_MODEL))
+
+# The demo, then its review page (read-only) until Ctrl-C.
+review: up
+	$(IM) demo --review
 
 bench: up
 	$(IM) bench

@@ -30,6 +30,9 @@ ORDER = [
     "peer",
     "replay",
     "rederive",
+    "recall",
+    "warroom",
+    "review",
 ]
 
 

@@ -96,7 +96,8 @@ RENDERED="$CACHE/rendered"
 rm -rf "$RENDERED" && mkdir -p "$RENDERED"
 step "kustomize build"
 # overlays/rederive-example: the example plus components/rederive, the re-derivation's two Jobs.
-for k in base overlays/production overlays/example overlays/rederive-example; do
+# overlays/review-example: the example plus components/review, the review page behind oauth2-proxy.
+for k in base overlays/production overlays/example overlays/rederive-example overlays/review-example; do
     out="$RENDERED/${k//\//-}.yaml"
     "$KUSTOMIZE" build "$ROOT/deploy/k8s/$k" >"$out"
     echo "  deploy/k8s/$k: $(grep -c '^kind: ' "$out") resources ($(grep '^kind: ' "$out" | sort | uniq -c | awk '{printf "%s%s x%s", sep, $3, $1; sep=", "}'))"

@@ -30,6 +30,8 @@ from schemas.ids import NULL_ROUND, message_id
 SCHEMA_VERSION: Final = 1
 
 Role = Literal["alert", "human", "ai", "tool", "judge", "post"]
+# Slack's `channel_type`: `channel` is public, `group` private, `im` and `mpim` direct messages.
+ChannelType = Literal["channel", "group", "im", "mpim"]
 
 
 def model_bytes(model: BaseModel) -> bytes:
@@ -107,6 +109,15 @@ def _drop_null_compact(dumped: Any) -> Any:
     return dumped
 
 
+def _drop_nulls(dumped: Any, keys: tuple[str, ...]) -> Any:
+    """Optional fields added later serialise as absent when None: old facts keep their bytes."""
+    if isinstance(dumped, dict):
+        for key in keys:
+            if key in dumped and dumped[key] is None:
+                dumped.pop(key)
+    return dumped
+
+
 class IncidentStateChanged(EventBase):
     """The incident's status or pinned window changed. Projected into incident_state only."""
 
@@ -127,6 +138,10 @@ class HumanMessage(EventBase):
     text: str
     mention: bool = False
     edit_of: str | None = None  # ts of the message this one edits; edits are new facts, never rewrites
+    # Where the incident may be seen (invariant 14): Slack's `channel_type` of a `message` event.
+    # `app_mention` carries none, so a mention's event may lack it; its `message` twin has it, and
+    # the projector keeps the observation as a fact of its own (never lost to the id's dedupe).
+    channel_type: ChannelType | None = None
     # What the model sees of the human row when it differs from the content (redacted, and later pastes
     # compacted, at write time by the compactor); None: the model sees the content. Not in the bytes when None.
     compact: dict[str, Any] | None = None
@@ -144,7 +159,7 @@ class HumanMessage(EventBase):
 
     @model_serializer(mode="wrap")
     def _without_null_compact(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return _drop_null_compact(handler(self))
+        return _drop_nulls(_drop_null_compact(handler(self)), ("channel_type",))
 
 
 class ToolCall(BaseModel):
@@ -164,6 +179,10 @@ class AiMessage(EventBase):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     model: str
     claims: list[Claim] = Field(default_factory=list)
+    # Set when the node's answer did not validate even after one repair: the reason, and the
+    # model's text verbatim. Such a row is a recorded failure, never a claim-less hypothesis.
+    failure: str | None = None
+    raw_answer: str | None = None
 
 
 class Claim(BaseModel):
@@ -221,13 +240,17 @@ class JudgeVerdict(EventBase):
     graded_claims: list[dict[str, Any]] = Field(default_factory=list)
     hypothesis_id: str
     model: str
+    # Set when there was nothing to grade (the hypothesis failed) or the judge's own answer did not
+    # validate: why, and the judge's text verbatim when it answered. `grounded` is then False.
+    failure: str | None = None
+    raw_answer: str | None = None
 
 
 class ThreadPost(EventBase):
     """What the bot said in the Slack thread: a grounded summary or the judge's questions."""
 
     type: Literal["thread_post"] = "thread_post"
-    kind: Literal["summary", "questions"]
+    kind: Literal["summary", "questions", "failure"]  # failure: says which node failed and why
     text: str
     model: str
 
@@ -246,6 +269,13 @@ class SlackPostRecorded(EventBase):
     channel: str = Field(min_length=1, max_length=64)
     slack_ts: str | None = Field(default=None, max_length=32)
     root: bool = False
+    # For a thread's root: whether its channel is private (`conversations.info`'s `is_private`), so
+    # recall knows where an alert-opened incident may be seen (invariant 14). None: not asked.
+    channel_private: bool | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_null_privacy(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_nulls(handler(self), ("channel_private",))
 
 
 class RoundCommitted(EventBase):
@@ -262,7 +292,8 @@ class ReRendered(EventBase):
     target_id: str
     compact: Any
     tokens: int = Field(ge=0)
-    policy: Literal["headline", "one_line"]
+    # headline/one_line: an old round's row; clipped/folded: a turn of a long discussion (agent/discussion.py)
+    policy: Literal["headline", "one_line", "clipped", "folded"]
 
 
 class Wake(EventBase):
@@ -368,6 +399,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AiMessage",
     "AlertReceived",
+    "ChannelType",
     "Claim",
     "CompactedToolResult",
     "DeadLetter",

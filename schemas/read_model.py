@@ -61,6 +61,25 @@ EVIDENCE_STAGED_IN_THREAD = (
 )
 ROW_TOKENS = "SELECT id, tokens FROM agent_messages WHERE id = ANY(%s)"
 ROW_EXISTS = "SELECT 1 FROM agent_messages WHERE id = %s"
+# --- search_thread: one thread's human turns by full text (index: migration 007) ------------------------
+# Any word of the query matches (the terms OR-ed). Turns holding every word come first, then by rank
+# (normalised by length, so a long paste that repeats one word does not bury a short turn), then the newer.
+# `matches` counts every match, beyond the LIMIT.
+SEARCH_THREAD = """
+WITH q AS (
+    SELECT plainto_tsquery('english', %(query)s) AS every,
+           to_tsquery('english', replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')) AS any
+), hit AS (
+    SELECT m.id, m.seq, m.content, to_tsvector('english'::regconfig, m.content ->> 'text') AS tsv
+    FROM agent_messages m, q
+    WHERE m.thread_ts = %(thread_ts)s AND m.role = 'human'
+      AND to_tsvector('english'::regconfig, m.content ->> 'text') @@ q.any
+)
+SELECT hit.id, hit.content ->> 'user', hit.content ->> 'ts', hit.content ->> 'text', count(*) OVER () AS matches
+FROM hit, q
+ORDER BY hit.tsv @@ q.every DESC, ts_rank(hit.tsv, q.any, 1) DESC, hit.seq DESC
+LIMIT %(limit)s
+"""
 # --- `show` and `threads` ------------------------------------------------------------------------------
 THREAD_TABLE = """
 SELECT m.seq, m.round, m.role, m.id, m.tool_call_id, m.content, m.compact, m.tokens, c.tool

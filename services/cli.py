@@ -28,7 +28,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("services.projector.replay", "re-derive the projection from the topics"),
     "rederive": ("services.rederive.main", "re-derive through a new compactor, blue/green, with a diff"),
     "show": ("services.projector.show", "print a thread's row-by-row table"),
+    "recall": ("services.projector.recall_cli", "similar and concurrent incidents, with their reasons"),
     "threads": ("services.projector.show_threads", "list threads with status, rounds and tokens"),
+    "review": ("services.review.main", "serve the read-only review page (raw beside compact, per row)"),
     "compact": ("services.compactor.cli", "compact one raw tool result read from stdin"),
     "bench": ("benchmarks.run", "run the benchmarks and write BENCHMARKS.md"),
 }

@@ -72,3 +72,43 @@ def test_demo_prints_the_seed_table(stack: Settings, tmp_path: Path) -> None:
     assert [t.rsplit(":", 2)[-2:] for t in tags] == [["alert", "0"], ["post", "0"], ["post", "0"]]
     assert [t.split(":")[1] for t in tags] == ["-", "1", "2"] and len(set(tags)) == 3
     assert "Questions:" in spoke.group(3) and "Summary:" in spoke.group(3)
+
+
+def test_demo_model_switch_drives_the_agent_against_that_endpoint_and_says_so(
+    stack: Settings, tmp_path: Path
+) -> None:
+    """`demo --model X` with OPENAI_BASE_URL at the OpenAI stand-in: every agent call crosses that wire."""
+    from deploy.local.openai_standin import MODEL, running
+
+    with running() as oai:
+        proc = subprocess.run(
+            [CLI, "demo", "--cache-dir", str(tmp_path), "--timeout", "90", "--model", MODEL],
+            capture_output=True,
+            text=True,
+            timeout=400,
+            env={
+                **os.environ,
+                **oai.env(),
+                "KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap_servers,
+                "DATABASE_URL": stack.database_url,
+            },
+        )
+        calls = oai.calls()
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    # said before it ran, and after: which model, where, and that it is not a real model
+    assert re.search(
+        rf"models: agent {MODEL}, judge {MODEL}, over the OpenAI wire at {re.escape(oai.base_url)}",
+        proc.stdout,
+    )
+    assert re.search(rf"^model: {MODEL} \(.*NOT a real model\)$", proc.stdout, re.M), proc.stdout
+    assert "local-deterministic" not in proc.stdout.split("models: agent")[1]
+    assert "playbook: kube-oom made round 1's first tool calls" in proc.stdout
+    # the endpoint saw the agent's calls: investigate, and the hypothesis and judge asking for their schema
+    assert calls and all(c.status == 200 for c in calls), [(c.status, c.error) for c in calls]
+    names = [c.body["response_format"]["json_schema"]["name"] for c in calls if c.body.get("response_format")]
+    assert names.count("HypothesisAnswer") == 2 and names.count("JudgeAnswer") == 2
+    assert (
+        sum(1 for c in calls if c.body.get("tools")) == 3
+    )  # investigate: round 1 once (after the playbook), round 2 twice
+    rows = _table_rows(proc.stdout)
+    assert [r[2] for r in rows] == SEED_ROLES

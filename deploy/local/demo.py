@@ -35,8 +35,11 @@ TEAM_ID, APP_ID = "T0DEMO", "A0DEMO"  # the demo's Slack workspace and app: inge
 LOCAL_MODEL = "local-deterministic"
 LOCAL_NOTE = (
     "model: local-deterministic (a deterministic local stand-in behind the LangChain interface, NOT a real LLM; "
-    "set OPENAI_BASE_URL/OPENAI_API_KEY/AGENT_MODEL to use a real one)"
+    "run `demo --model NAME` (or AGENT_MODEL=NAME, `make demo MODEL=NAME`) with OPENAI_BASE_URL/OPENAI_API_KEY "
+    "to use a real one)"
 )
+STANDIN_WIRE_MODEL = "standin-deterministic"  # deploy/local/openai_standin.py: the wire, not a model
+NOT_A_MODEL = ("local", LOCAL_MODEL)
 
 
 @dataclass
@@ -235,11 +238,62 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-schema", action="store_true", help="accepted for clarity; schemas are kept")
     parser.add_argument("--cache-dir", default=".cache/demo")
     parser.add_argument(
+        "--model",
+        default=os.environ.get("AGENT_MODEL") or "local",
+        help="agent model: an OpenAI-compatible model name at OPENAI_BASE_URL, or 'local' (the labelled "
+        "deterministic stand-in; default, or AGENT_MODEL)",
+    )
+    parser.add_argument(
+        "--judge-model",
+        default=os.environ.get("JUDGE_MODEL"),
+        help="judge model (default: JUDGE_MODEL, else the agent's)",
+    )
+    parser.add_argument(
         "--secure",
         action="store_true",
         help="run over the secured stack (`up --secure`): Kafka over SASL_SSL with each service as its own "
         "SCRAM principal under ACLs, Postgres over TLS with sslmode=verify-full",
     )
+    parser.add_argument(
+        "--review",
+        action="store_true",
+        help="then serve the review page on the demo's schema (read-only login) until Ctrl-C (`make review`)",
+    )
+    parser.add_argument("--review-port", type=int, default=8090)
+
+
+def model_plan(agent: str, judge: str | None, env: dict[str, str]) -> tuple[str, str, str]:
+    """(agent model, judge model, a line saying plainly what will run); an unusable choice is an error."""
+    judge = judge or agent
+    real = [m for m in (agent, judge) if m not in NOT_A_MODEL]
+    if not real:
+        return (
+            agent,
+            judge,
+            "models: the deterministic local stand-in (NOT a real LLM) for the agent and the judge",
+        )
+    if not env.get("OPENAI_API_KEY"):
+        raise UserFacingError(
+            f"demo --model {real[0]}: set OPENAI_API_KEY (and OPENAI_BASE_URL for a non-OpenAI endpoint)"
+        )
+    where = env.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    line = f"models: agent {agent}, judge {judge}, over the OpenAI wire at {where}"
+    if STANDIN_WIRE_MODEL in real:
+        line += f" ({STANDIN_WIRE_MODEL} is the project's OpenAI stand-in: deterministic, NOT a real model)"
+    return agent, judge, line
+
+
+def models_line(used: set[str]) -> str:
+    """Which models wrote the thread's rows; a playbook's turn and an ungraded verdict are no model's."""
+    models = sorted(m for m in used if not m.startswith(("playbook:", "none")))
+    if models == [LOCAL_MODEL]:
+        return LOCAL_NOTE
+    line = f"model: {', '.join(models) or 'unknown'}"
+    if STANDIN_WIRE_MODEL in models:
+        line += f" ({STANDIN_WIRE_MODEL}: the project's OpenAI stand-in over the wire, NOT a real model)"
+    elif LOCAL_MODEL in models:
+        line += f" ({LOCAL_MODEL}: the deterministic local stand-in, NOT a real model)"
+    return line
 
 
 def run(args: argparse.Namespace) -> int:
@@ -249,6 +303,7 @@ def run(args: argparse.Namespace) -> int:
     from services.projector.show import fetch_rows, render_table
     from services.runtime.kafka import admin_config
 
+    agent_model, judge_model, models_said = model_plan(args.model, args.judge_model, dict(os.environ))
     run_id = uuid.uuid4().hex[:8]
     names = Names.fresh(f"demo.{run_id}", f"demo_{run_id}")
     run_ = Run(run_id, Path(args.cache_dir) / run_id)
@@ -296,6 +351,7 @@ def run(args: argparse.Namespace) -> int:
             "for this run's topics and groups; Postgres over TLS (sslmode=verify-full)"
         )
     run_.step(f"topics {names.prefix}.* and schema {names.schema} created")
+    run_.step(models_said)
 
     seed = seed_incident()
     try:
@@ -304,7 +360,9 @@ def run(args: argparse.Namespace) -> int:
             f"Slack: {'our stand-in' if side.ours else 'the Slack API'} at {side.api_url}, channel {side.channel}"
         )
         slack = pipe.slack(side.api_url, side.bot_token, default_channel=side.channel)
-        ingest, compactor, projector, agent = pipe.ingest(), pipe.compactor(), pipe.projector(), pipe.agent()
+        agent_models = ["--model", agent_model, "--judge-model", judge_model]
+        ingest, compactor, projector = pipe.ingest(), pipe.compactor(), pipe.projector()
+        agent = pipe.agent(extra=agent_models)
         base = f"http://127.0.0.1:{ingest.port}"
         for proc in (ingest, projector, compactor, agent, slack):
             wait_for(f"{proc.name} ready", proc.ready or (lambda: True), t, pipe)
@@ -354,10 +412,10 @@ def run(args: argparse.Namespace) -> int:
                 f"plus the tool schemas on investigate calls; calls: {calls})"
             )
         used = models_used(dsn, names.schema, thread_ts, agent.log)
-        if used == {LOCAL_MODEL} or (not used and LOCAL_MODEL in agent.log.read_text()):
-            print(LOCAL_NOTE)
-        else:
-            print(f"model: {', '.join(sorted(used)) or 'unknown'}")
+        print(models_line(used))
+        playbooks = sorted(m.removeprefix("playbook:") for m in used if m.startswith("playbook:"))
+        if playbooks:
+            print(f"playbook: {', '.join(playbooks)} made round 1's first tool calls, before any model call")
         print()
         print(
             f"What the bot posted into the Slack thread {channel}/{root_ts}, in order (conversations.replies):"
@@ -372,4 +430,25 @@ def run(args: argparse.Namespace) -> int:
     finally:
         pipe.stop_all()
         run_.step("services stopped")
+    url = f"http://127.0.0.1:{args.review_port}/threads/{thread_ts}"
+    if args.review:
+        return serve_review(dsn, names.schema, args.review_port, url)
+    print(f"review: `incident-memory review --schema {names.schema}`, then open {url}")
+    return 0
+
+
+def serve_review(owner_dsn: str, schema: str, port: int, url: str) -> int:
+    """The review page over the demo's schema, as the local read-only login, until Ctrl-C."""
+    import uvicorn
+
+    from deploy.local.review_login import ensure_review_login
+    from services.review.db import Reader
+    from services.review.web import build_app
+
+    reader = Reader(ensure_review_login(owner_dsn), schema)
+    print(f"review: {url} (read-only; Ctrl-C to stop)", flush=True)
+    try:
+        uvicorn.run(build_app(reader), host="127.0.0.1", port=port, log_level="warning")
+    finally:
+        reader.close()
     return 0

@@ -55,7 +55,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from deploy.local import asgi_thread
+from deploy.local import asgi_thread, model_roles
+from deploy.local.model_roles import Fault, Script, ServerMode
 from schemas.events import canonical_json
 from schemas.tokens import count_tokens
 from services.agent.stand_in_model import DeterministicStandInModel
@@ -96,8 +97,10 @@ class WireError(Exception):
         kind: str = "invalid_request_error",
         param: str | None = None,
         code: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
+        self.headers = headers or {}
         self.status = status
         self.message = message
         self.kind = kind
@@ -527,6 +530,8 @@ class OpenAIStandin:
 
     api_keys: tuple[str, ...] = (DEFAULT_API_KEY,)
     url: str = ""
+    mode: ServerMode = "openai"  # structured-output support of the server played (model_roles.py)
+    faults: Script = field(default_factory=Script)  # scripted misbehaviour (misbehave)
     _calls: list[WireCall] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _script: list[list[Json]] = field(default_factory=list)
@@ -563,6 +568,10 @@ class OpenAIStandin:
     def env(self) -> dict[str, str]:
         return {"OPENAI_BASE_URL": self.base_url, "OPENAI_API_KEY": self.api_key}
 
+    def misbehave(self, fault: Fault, node: str | None = None, times: int = 1) -> None:
+        """Play `fault` on the next `times` answers for `node` (investigate, hypothesis, judge)."""
+        self.faults.add(fault, node, times)
+
     def calls(self) -> list[WireCall]:
         with self._lock:
             return list(self._calls)
@@ -580,7 +589,14 @@ class OpenAIStandin:
 
     def complete(self, authorization: str | None, raw: bytes) -> tuple[int, Json]:
         """One POST /v1/chat/completions: (status, body), recorded."""
+        status, out, _headers = self.complete_with_headers(authorization, raw)
+        return status, out
+
+    def complete_with_headers(
+        self, authorization: str | None, raw: bytes
+    ) -> tuple[int, Json, dict[str, str]]:
         body: Any = None
+        headers: dict[str, str] = {}
         try:
             self.authorize(authorization)
             try:
@@ -593,10 +609,10 @@ class OpenAIStandin:
             status, out, error = 200, response, None
         except WireError as exc:
             status, out, error = exc.status, exc.body(), exc.body()["error"]
-            response = None
+            response, headers = None, exc.headers
         with self._lock:
             self._calls.append(WireCall("/v1/chat/completions", status, body, error, response))
-        return status, out
+        return status, out, headers
 
     def _complete(self, body: Json) -> Json:
         if "model" not in body or not isinstance(body["model"], str) or not body["model"]:
@@ -617,24 +633,87 @@ class OpenAIStandin:
         tools = check_tools(body["tools"]) if body.get("tools") is not None else None
         if body.get("tool_choice") is not None:
             check_tool_choice(body["tool_choice"], tools)
-        if body.get("response_format") is not None:
-            check_response_format(body["response_format"], body["messages"])
+        fmt = body.get("response_format")
+        if fmt is not None:
+            self._check_format(fmt, body["messages"])
         if body.get("stream"):
             raise unsupported("streaming is not implemented (our calls send stream=false)", "stream")
         if body.get("n") not in (None, 1):
             raise unsupported("n must be 1", "n")
-        message, finish = self._scripted(body) or answer(body)
-        return completion(body, message, finish)
+        fault = self.faults.take(model_roles.node_of(body["messages"]))
+        if fault in ("status_429", "status_500"):
+            raise _status_fault(fault)
+        message, finish = self._scripted(body) or answer(self._as_enforced(body))
+        return _spoiled(completion(body, message, finish), fault, model_roles.enforced(self.mode, fmt))
+
+    def _check_format(self, fmt: Any, messages: list[Json]) -> None:
+        """The response_format as the played server takes it (model_roles.py)."""
+        if self.mode == "openai":
+            check_response_format(fmt, messages)
+        elif self.mode == "llama-cpp" and (
+            not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object")
+        ):
+            raise bad(model_roles.LLAMA_CPP_REFUSAL, "response_format.type", "literal_error")
+
+    def _as_enforced(self, body: Json) -> Json:
+        """What the deterministic logic must answer: llama-cpp enforces json_object's `schema`; `none` nothing."""
+        fmt = body.get("response_format") or {}
+        if self.mode == "none":
+            return {k: v for k, v in body.items() if k != "response_format"}
+        if (
+            self.mode == "llama-cpp"
+            and fmt.get("type") == "json_object"
+            and isinstance(fmt.get("schema"), dict)
+        ):
+            schema = {"name": "schema", "schema": fmt["schema"]}
+            return {**body, "response_format": {"type": "json_schema", "json_schema": schema}}
+        return body
 
 
-def _json(body: Json, status: int = 200) -> Response:
-    return JSONResponse(body, status_code=status, headers={LABEL_HEADER: LABEL})
+def _status_fault(fault: Fault) -> WireError:
+    if fault == "status_429":
+        return WireError(
+            429,
+            "Rate limit reached for requests. Please try again in 1s.",
+            kind="requests",
+            code="rate_limit_exceeded",
+            headers={"retry-after": "1"},
+        )
+    return WireError(500, "The server had an error while processing your request.", kind="server_error")
+
+
+def _spoiled(response: Json, fault: Fault | None, enforced: bool) -> Json:
+    """The completion as a misbehaving model sends it; an enforced format keeps its content valid."""
+    if fault is None:
+        return response
+    choice = response["choices"][0]
+    message = dict(choice["message"])
+    content = message.get("content") or ""
+    if fault == "truncated":
+        message["content"], choice = model_roles.truncate(content), {**choice, "finish_reason": "length"}
+    elif fault in model_roles.CONTENT_FAULTS and not enforced and content:
+        message["content"] = model_roles.spoil_content(fault, content)
+    elif message.get("tool_calls"):
+        calls, text = model_roles.spoil_calls(fault, message["tool_calls"])
+        message["tool_calls"] = calls or None
+        if text is not None:
+            message["content"] = text
+        if not calls:
+            message.pop("tool_calls")
+            choice = {**choice, "finish_reason": "stop"}
+    return {**response, "choices": [{**choice, "message": message}]}
+
+
+def _json(body: Json, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse(body, status_code=status, headers={LABEL_HEADER: LABEL, **(headers or {})})
 
 
 def build_app(standin: OpenAIStandin) -> Starlette:
     async def chat(request: Request) -> Response:
-        status, body = standin.complete(request.headers.get("authorization"), await request.body())
-        return _json(body, status)
+        status, body, headers = standin.complete_with_headers(
+            request.headers.get("authorization"), await request.body()
+        )
+        return _json(body, status, headers)
 
     async def models(request: Request) -> Response:
         try:
@@ -668,10 +747,10 @@ def _server(standin: OpenAIStandin) -> uvicorn.Server:
 
 @contextlib.contextmanager
 def running(
-    api_keys: Iterable[str] = (DEFAULT_API_KEY,), *, host: str = "127.0.0.1"
+    api_keys: Iterable[str] = (DEFAULT_API_KEY,), *, host: str = "127.0.0.1", mode: ServerMode = "openai"
 ) -> Iterator[OpenAIStandin]:
     """Serve a stand-in on a free port of `host` in a background thread."""
-    standin = OpenAIStandin(api_keys=tuple(api_keys))
+    standin = OpenAIStandin(api_keys=tuple(api_keys), mode=mode)
     sock, standin.url = asgi_thread.listen(host)
     with asgi_thread.running(_server(standin), sock, STANDIN):
         yield standin
@@ -684,8 +763,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--api-key", action="append", help=f"repeatable; default {DEFAULT_API_KEY}")
+    parser.add_argument(
+        "--mode", choices=model_roles.SERVER_MODES, default="openai", help="structured-output support played"
+    )
     args = parser.parse_args(argv)
-    standin = OpenAIStandin(api_keys=tuple(args.api_key or (DEFAULT_API_KEY,)))
+    standin = OpenAIStandin(api_keys=tuple(args.api_key or (DEFAULT_API_KEY,)), mode=args.mode)
     sock, standin.url = asgi_thread.listen(args.host, args.port)
     banner = (
         f"{STANDIN}: deterministic, NOT a model; serves only `{MODEL}`. "

@@ -583,6 +583,7 @@ class SlackStandin:
         bot_tokens: Iterable[str] = (DEFAULT_BOT_TOKEN,),
         app_tokens: Iterable[str] = (DEFAULT_APP_TOKEN,),
         channels: Iterable[str] = (DEFAULT_CHANNEL,),
+        private_channels: Iterable[str] = (),
         workspace: Workspace | None = None,
         ack_timeout: float = 3.0,
         max_retries: int = 3,
@@ -593,7 +594,10 @@ class SlackStandin:
         self._app_tokens = self._tokens(app_tokens, "xapp-")
         self._lock = threading.RLock()
         self._revoked: dict[str, str] = {}
-        self._channels: dict[str, list[Json]] = {channel: [] for channel in channels}
+        self._private = frozenset(private_channels)
+        self._channels: dict[str, list[Json]] = {
+            channel: [] for channel in (*channels, *sorted(self._private))
+        }
         self._last_ts_us = 0
         self._rate_limits: dict[str, list[int]] = {}
         self._holds: dict[str, float] = {}
@@ -716,6 +720,7 @@ class SlackStandin:
             "chat.postMessage": ("bot", self._post_message),
             "conversations.replies": ("bot", self._conversations_replies),
             "conversations.history": ("bot", self._conversations_history),
+            "conversations.info": ("bot", self._conversations_info),
             "apps.connections.open": ("app", self._connections_open),
         }
         if method not in handlers:
@@ -835,6 +840,40 @@ class SlackStandin:
             ]
             newest_first = [self._render(channel, m, include) for m in reversed(within(shown, args))]
         return page(newest_first, args, HISTORY_LIMIT)
+
+    def _conversations_info(self, args: Json) -> Json:
+        """A channel's conversation object, as Slack's `conversations.info` answers for a channel the bot is
+        in (`is_private` true for a private channel; `is_group` only for the legacy private groups)."""
+        channel = self._check_channel(args.get("channel"))
+        private = channel in self._private
+        return {
+            "ok": True,
+            "channel": {
+                "id": channel,
+                "name": channel.lower(),
+                "is_channel": True,
+                "is_group": False,
+                "is_im": False,
+                "is_mpim": False,
+                "is_private": private,
+                "created": 1700000000,
+                "is_archived": False,
+                "is_general": False,
+                "unlinked": 0,
+                "name_normalized": channel.lower(),
+                "is_shared": False,
+                "is_org_shared": False,
+                "is_pending_ext_shared": False,
+                "pending_shared": [],
+                "context_team_id": self.workspace.team_id,
+                "is_ext_shared": False,
+                "is_member": True,
+                "creator": "U0CREATOR",
+                "topic": {"value": "", "creator": "", "last_set": 0},
+                "purpose": {"value": "", "creator": "", "last_set": 0},
+                "previous_names": [],
+            },
+        }
 
     def _connections_open(self, _args: Json) -> Json:
         ticket = uuid.uuid4().hex

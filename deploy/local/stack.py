@@ -165,6 +165,10 @@ def up(
         t0 = time.monotonic()
         if migrate:
             _migrate(dsn)
+            if not _external("DATABASE_URL"):  # the review page's read-only login (docs/review.md)
+                from deploy.local.review_login import ensure_review_login
+
+                ensure_review_login(dsn)
         if topics:
             from schemas.topics import ensure_topics
 

@@ -24,6 +24,7 @@ from services.runtime.errors import UserFacingError
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.loading import json_object_setting
 
+INPUT_BUDGET_FLOOR = 2000  # below this the preamble, prompts and tool schemas alone may not fit
 EVIDENCE_TOOL = "get_evidence"  # reads a raw back; never a telemetry query, never compacted
 SCOPE_ENV = "TOOL_SCOPE"  # services/boundary/scope.py ScopePolicy, as one JSON object
 
@@ -69,6 +70,8 @@ class ModelConfig:
     agent: str = "local"
     judge: str = "local"
     temperature: float = 0.0
+    # Every call is capped: a small model can generate until its context ends (docs/models.md).
+    max_tokens: int = 1024
 
 
 @dataclass(frozen=True)
@@ -87,12 +90,39 @@ class AgentConfig:
     # tool schemas and the round's own turn (~1,000 in the seed's round 2), so 1,200 keeps every
     # round-2 call of the seed thread under 2,500 tokens; see docs/context-budget.md.
     context_budget: int = 1200
+    # The hard limit on one model call's whole input (preamble, messages, tool schemas), in tokens:
+    # `input_budgets` per model name, `input_budget` for any other. Going over raises
+    # InputBudgetExceeded before the call (services/agent/input_budget.py; docs/context-budget.md).
+    input_budget: int = 8000
+    input_budgets: Mapping[str, int] = field(default_factory=dict)
+    # Of the input budget, the share for the alert and the humans' turns as the model is sent them
+    # (services/agent/discussion.py), and of that share the part for the most recent messages, whole.
+    discussion_share: float = 0.45
+    recent_share: float = 0.4
+    # A single human turn or alert annotation above this many tokens shows head and tail, with a pointer.
+    turn_limit: int = 600
+    # The most one tool result adds to a round's input (the largest compactor budget, with its evidence
+    # id): the investigate loop runs a call only when that much room is left under the input budget.
+    tool_result_tokens: int = 420
     max_concurrency: int = 4  # rounds of different threads running at once
     round_timeout: float = 300.0
     projection_timeout: float = 60.0
     max_tool_turns: int = 4
     step_delay: float = 0.0  # seconds to pause after each node; slow motion for demos and crash tests
     tool_scope: ScopePolicy = field(default_factory=policy_from_env)  # every tool call checked by it
+
+    def __post_init__(self) -> None:
+        budgets = {"input_budget": self.input_budget, **dict(self.input_budgets)}
+        for name, budget in budgets.items():
+            if not isinstance(budget, int) or budget < INPUT_BUDGET_FLOOR:
+                raise UserFacingError(f"agent config: {name} must be an integer >= {INPUT_BUDGET_FLOOR}")
+        for name in ("discussion_share", "recent_share"):
+            if not 0 < getattr(self, name) < 1:
+                raise UserFacingError(f"agent config: {name} must be between 0 and 1")
+
+    def input_budget_for(self, model: str) -> int:
+        """The input budget of one model (by the name the config gives it)."""
+        return int(self.input_budgets.get(model, self.input_budget))
 
     def compactor_for(self, tool: str) -> str:
         """Which compactor a tool's raw goes to (the compactor's own map); an unmapped tool keeps its

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -145,10 +145,45 @@ def alert_text(value: Any) -> str:
     labels = {k: val for k, val in labels.items() if said.get(k) != val}  # said on the first line
     if labels:
         parts.append("labels " + render_for_model(labels))
+    group = v.get("group") if isinstance(v.get("group"), dict) else alert_group(alert.get("alerts"))
+    if group:
+        parts.append(group_line(group))
     for key in ("summary", "description"):
         if annotations.get(key):
             parts.append(f"{key}: {annotations[key]}")
     return "\n".join(parts)
+
+
+GROUP_VALUES_SHOWN = 8  # distinct values named per varying label; the rest are counted
+
+
+def alert_group(alerts: Any) -> dict[str, Any] | None:
+    """An Alertmanager group of several alerts as its count and the labels that vary between them.
+
+    The common labels are the group's own (`commonLabels`, said on their own line); a varying label
+    gets its distinct values in first-seen order, the first few named and the rest counted.
+    """
+    if not isinstance(alerts, list) or len(alerts) < 2:
+        return None
+    labels = [a.get("labels") or {} for a in alerts if isinstance(a, dict)]
+    keys = sorted({k for one in labels for k in one})
+    varying: dict[str, Any] = {}
+    for key in keys:
+        values = list(dict.fromkeys(str(one.get(key, "")) for one in labels))
+        if len(values) > 1:
+            varying[key] = {"distinct": len(values), "values": values[:GROUP_VALUES_SHOWN]}
+    statuses = sorted({str(a.get("status")) for a in alerts if isinstance(a, dict) and a.get("status")})
+    return {"alerts": len(alerts), "statuses": statuses, "varying": varying}
+
+
+def group_line(group: dict[str, Any]) -> str:
+    parts = []
+    for key, seen in (group.get("varying") or {}).items():
+        values = ", ".join(seen["values"])
+        more = seen["distinct"] - len(seen["values"])
+        parts.append(f"{key} ({seen['distinct']}: {values}{f', +{more} more' if more > 0 else ''})")
+    varying = "; varying labels: " + "; ".join(parts) if parts else ""
+    return f"group of {group.get('alerts')} alerts ({', '.join(group.get('statuses') or [])}){varying}"
 
 
 def tool_body(row_id: str, source: str, value: Any) -> str:
@@ -184,6 +219,8 @@ def row_to_message(row: ContextRow, tool_name: str | None = None) -> BaseMessage
     if row.role == "judge":
         if row.re_rendered:
             return AIMessage(content=f"judge: {re_rendered_text(row, v)}", id=row.id)
+        if v.get("failure"):  # nothing was graded: say so, never "NOT grounded"
+            return AIMessage(content=f"judge ({row.id}): no verdict: {v['failure']}", id=row.id)
         verdict = "grounded" if v.get("grounded") else "NOT grounded"
         questions = v.get("questions") or []
         text = f"judge ({row.id}): hypothesis {verdict}."
@@ -205,9 +242,46 @@ def re_rendered_text(row: ContextRow, v: dict[str, Any]) -> str:
     return f"{text} [get_evidence({row.id})]" if text else ""
 
 
+def folded(row: ContextRow) -> bool:
+    """A human turn the discussion policy left out of the context (services/agent/discussion.py)."""
+    return isinstance(row.value, dict) and row.value.get("re_rendered") == "folded"
+
+
+def fold_line(rows: Sequence[ContextRow]) -> str:
+    """A run of left-out turns, counted: how many, from how many people, over which minutes."""
+    people = {str(r.value.get("user")) for r in rows}
+    times = sorted(_slack_time(str(r.value.get("ts") or r.id.rsplit(":", 1)[-1])) for r in rows)
+    span = f"{times[0]}-{times[-1]} UTC" if times[0] != times[-1] else f"{times[0]} UTC"
+    return (
+        f"[{len(rows)} more message{'s' if len(rows) > 1 else ''} from {len(people)} "
+        f"{'people' if len(people) > 1 else 'person'}, {span}, not shown: search_thread(query) finds them]"
+    )
+
+
+def _slack_time(ts: str) -> str:
+    """HH:MM (UTC) of a Slack ts."""
+    try:
+        return datetime.fromtimestamp(float(ts), UTC).strftime("%H:%M")
+    except (ValueError, OverflowError):
+        return "?"
+
+
 def to_messages(rows: Sequence[ContextRow]) -> list[BaseMessage]:
+    """The rows as the model is sent them; each run of folded turns becomes one counted line."""
     names = {str(c.get("id")): str(c.get("name")) for r in rows for c in r.tool_calls()}
-    return [row_to_message(r, names.get(r.tool_call_id or "")) for r in rows]
+    out: list[BaseMessage] = []
+    run: list[ContextRow] = []
+    for row in rows:
+        if folded(row):
+            run.append(row)
+            continue
+        if run:
+            out.append(HumanMessage(content=fold_line(run), id=f"{run[0].id}..{run[-1].id}"))
+            run = []
+        out.append(row_to_message(row, names.get(row.tool_call_id or "")))
+    if run:
+        out.append(HumanMessage(content=fold_line(run), id=f"{run[0].id}..{run[-1].id}"))
+    return out
 
 
 def message_tokens(messages: Sequence[BaseMessage]) -> int:

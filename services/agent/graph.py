@@ -32,15 +32,20 @@ from schemas.events import (
 )
 from schemas.ids import message_id, tool_call_id
 from schemas.tokens import count_tokens, render_for_model
-from services.agent import metrics, prompts
+from services.agent import metrics, outcomes, prompts
+from services.agent.answers import HypothesisAnswer, JudgeAnswer
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
 from services.agent.context import LoadedContext, message_tokens, to_messages, tool_body
 from services.agent.emitter import EventEmitter
+from services.agent.input_budget import check_input
 from services.agent.judge_input import judge_message
 from services.agent.mcp_client import McpToolbox
+from services.agent.playbooks import PlaybookPlan
 from services.agent.preamble import evidence_in_hand, outside_window, pinned_window
+from services.agent.structured import Failed, ask_structured
 from services.agent.toolpath import ToolPath
 from services.boundary.framing import framed_within
+from services.boundary.redact import redact_text
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.graph")
@@ -55,6 +60,7 @@ class RoundState(TypedDict, total=False):
     pending: list[dict[str, Any]]
     hypothesis: dict[str, Any]
     hypothesis_id: str
+    hypothesis_failure: str  # set when the hypothesis answer could not be used
     verdict: dict[str, Any]
 
 
@@ -73,6 +79,7 @@ class RoundDeps:
     emitter: EventEmitter
     raw_reader: Any  # async (evidence_id) -> raw, used by the judge
     model_inputs: list[tuple[str, int]] = field(default_factory=list)
+    playbook: PlaybookPlan | None = None  # an alert's deterministic first calls (services/agent/playbooks.py)
 
     @property
     def thread_ts(self) -> str:
@@ -108,6 +115,8 @@ def build_graph(deps: RoundDeps) -> Any:
         schema_tokens = tool_schema_tokens(tools)
         deps.model_inputs.append((node, tokens))
         metrics.MODEL_INPUT_TOKENS.labels(node).observe(tokens)
+        name = deps.judge_model_name if model is deps.judge_model else deps.agent_model_name
+        check_input(node, name, tokens, deps.config.input_budget_for(name))
         log.info(
             "model call",
             extra=about(
@@ -129,8 +138,49 @@ def build_graph(deps: RoundDeps) -> Any:
         if deps.config.step_delay > 0:
             await asyncio.sleep(deps.config.step_delay)
 
+    async def playbook_turn(state: RoundState, plan: PlaybookPlan) -> RoundState | None:
+        """The playbook's calls as the round's first turn, before any model call (None: nothing new)."""
+        calls: list[ToolCall] = []
+        for name, planned in plan.calls:
+            args = deps.tools.guard.check(name, planned).args  # checked like any call (invariant 13)
+            key = call_key(name, args)
+            if key in earlier or any(call_key(c.name, c.args) == key for c in calls):
+                continue
+            calls.append(
+                ToolCall(id=tool_call_id(deps.thread_ts, deps.round, name, args), name=name, args=args)
+            )
+        if not calls:
+            return None
+        mid = deps.mid("investigate", 0)
+        text = f"playbook {plan.playbook}: {len(calls)} calls"
+        if plan.skipped:
+            text += f" (skipped: {'; '.join(plan.skipped)})"
+        await emit(
+            AiMessage(
+                thread_ts=deps.thread_ts,
+                message_id=mid,
+                event_time=_now(),
+                round=deps.round,
+                node="investigate",
+                text=text,
+                tool_calls=calls,
+                model=f"playbook:{plan.playbook}",
+            )
+        )
+        lc_calls = [{"name": c.name, "args": c.args, "id": c.id, "type": "tool_call"} for c in calls]
+        return {
+            "turn": [AIMessage(content=text, tool_calls=lc_calls, id=mid)],
+            "emitted": [*state.get("emitted", []), mid],
+            "investigate_i": 1,
+            "pending": [c.model_dump() for c in calls],
+        }
+
     async def investigate(state: RoundState) -> RoundState:
         i = state.get("investigate_i", 0)
+        if i == 0 and deps.playbook is not None:
+            first = await playbook_turn(state, deps.playbook)
+            if first is not None:
+                return first
         turn = list(state.get("turn", []))
         system = SystemMessage(content=f"{deps.preamble}\n\n{prompts.INVESTIGATE}")
         answer = await ask(investigator, "investigate", [system, *context_messages, *turn])
@@ -156,8 +206,16 @@ def build_graph(deps: RoundDeps) -> Any:
         text = answer.content if isinstance(answer.content, str) else render_for_model(answer.content)
         if skipped:
             text = f"{text} (already in evidence, not repeated: {'; '.join(skipped)})".strip()
+        if answer.invalid_tool_calls:  # arguments that are not JSON: said in the thread, never run
+            bad = "; ".join(
+                f"{c.get('name')}: {c.get('error') or 'bad arguments'}" for c in answer.invalid_tool_calls
+            )
+            text = f"{text} (invalid tool calls, not run: {outcomes.clip(bad, 200)})".strip()
         if checked_notes:
             text = f"{text} (checked before running: {'; '.join(checked_notes)})".strip()
+        calls, no_room = calls_with_room(deps, text, calls, deps.model_inputs[-1][1])
+        if no_room:
+            text = f"{text} (not run, no room under the input budget: {'; '.join(no_room)})".strip()
         mid = deps.mid("investigate", i)
         await emit(
             AiMessage(
@@ -207,19 +265,20 @@ def build_graph(deps: RoundDeps) -> Any:
     async def hypothesis(state: RoundState) -> RoundState:
         turn = list(state.get("turn", []))
         system = SystemMessage(content=f"{deps.preamble}\n\n{prompts.HYPOTHESIS}")
-        answer = await ask(deps.agent_model, "hypothesis", [system, *context_messages, *turn])
-        text = answer.content if isinstance(answer.content, str) else render_for_model(answer.content)
-        try:
-            parsed = prompts.parse_json_answer(text)
-        except ValueError:
-            parsed = {"summary": text, "claims": []}
-        claims = [
-            Claim(text=str(c.get("text", "")), evidence_ids=[str(e) for e in c.get("evidence_ids") or []])
-            for c in parsed.get("claims") or []
-            if isinstance(c, dict)
-        ]
-        summary = str(parsed.get("summary") or "")
+        result = await ask_structured(
+            lambda m, msgs: ask(m, "hypothesis", msgs),
+            deps.agent_model,
+            [system, *context_messages, *turn],
+            HypothesisAnswer,
+        )
         mid = deps.mid("hypothesis", 0)
+        if isinstance(result, Failed):
+            failure: str | None = result.reason
+            claims: list[Claim] = []
+            summary = outcomes.hypothesis_failed_text(result.reason)
+        else:
+            failure, summary = None, result.value.summary
+            claims = [Claim(**c.model_dump()) for c in result.value.claims]
         await emit(
             AiMessage(
                 thread_ts=deps.thread_ts,
@@ -230,18 +289,28 @@ def build_graph(deps: RoundDeps) -> Any:
                 text=summary,
                 claims=claims,
                 model=deps.agent_model_name,
+                failure=failure,
+                raw_answer=result.text if failure else None,
             )
         )
-        turn.append(AIMessage(content=canonical_json(parsed), id=mid))
+        told = (
+            summary
+            if failure
+            else canonical_json({"summary": summary, "claims": [c.model_dump() for c in claims]})
+        )
+        turn.append(AIMessage(content=told, id=mid))
         await pause()
         return {
             "turn": turn,
             "emitted": [*state.get("emitted", []), mid],
             "hypothesis": {"summary": summary, "claims": [c.model_dump() for c in claims]},
             "hypothesis_id": mid,
+            **({"hypothesis_failure": failure} if failure else {}),
         }
 
     async def judge(state: RoundState) -> RoundState:
+        if state.get("hypothesis_failure"):
+            return await nothing_to_judge(state)
         hyp: dict[str, Any] = state.get("hypothesis") or {"summary": "", "claims": []}
         evidence = evidence_index(deps, state.get("turn", []))
         cited = {e for c in hyp["claims"] for e in c["evidence_ids"]}
@@ -271,12 +340,12 @@ def build_graph(deps: RoundDeps) -> Any:
             SystemMessage(content=prompts.JUDGE),
             judge_message(payload),  # framed as data (services/agent/judge_input.py)
         ]
-        answer = await ask(deps.judge_model, "judge", messages)
-        text = answer.content if isinstance(answer.content, str) else render_for_model(answer.content)
-        try:
-            verdict = prompts.parse_json_answer(text)
-        except ValueError:
-            verdict = {"grounded": False, "questions": ["The judge's answer was not JSON; please restate."]}
+        result = await ask_structured(
+            lambda m, msgs: ask(m, "judge", msgs), deps.judge_model, messages, JudgeAnswer
+        )
+        if isinstance(result, Failed):
+            return await judge_failed(state, result)
+        verdict = result.value.model_dump()
         grounded = bool(verdict.get("grounded"))
         questions = [] if grounded else [str(q) for q in verdict.get("questions") or []][:2]
         graded = terse_grades(verdict.get("graded_claims"), hyp["claims"])
@@ -300,11 +369,35 @@ def build_graph(deps: RoundDeps) -> Any:
             "verdict": {"grounded": grounded, "questions": questions, "graded_claims": graded},
         }
 
+    async def record_verdict(state: RoundState, verdict: JudgeVerdict) -> RoundState:
+        await emit(verdict)
+        await pause()
+        return {
+            "emitted": [*state.get("emitted", []), verdict.message_id],
+            "verdict": {"grounded": False, "questions": [], "graded_claims": [], "failure": verdict.failure},
+        }
+
+    async def nothing_to_judge(state: RoundState) -> RoundState:
+        """The judge never grades a failed hypothesis: it records that there was nothing to grade."""
+        hid = str(state.get("hypothesis_id"))
+        return await record_verdict(
+            state, outcomes.nothing_judged(deps.mid("judge", 0), deps.round, hid, _now())
+        )
+
+    async def judge_failed(state: RoundState, result: Failed) -> RoundState:
+        hid, mid = str(state.get("hypothesis_id")), deps.mid("judge", 0)
+        verdict = outcomes.judge_failed(mid, deps.round, hid, deps.judge_model_name, result, _now())
+        return await record_verdict(state, verdict)
+
     async def post(state: RoundState) -> RoundState:
         verdict: dict[str, Any] = state.get("verdict") or {"grounded": False, "questions": []}
         hyp: dict[str, Any] = state.get("hypothesis") or {"summary": "", "claims": []}
-        kind: Literal["summary", "questions"]
-        if verdict["grounded"]:
+        kind: Literal["summary", "questions", "failure"]
+        if verdict.get("failure"):
+            kind = "failure"
+            hyp_failure = state.get("hypothesis_failure")
+            text = outcomes.failure_post(str(state.get("hypothesis_id")), hyp_failure, verdict["failure"])
+        elif verdict["grounded"]:
             kind = "summary"
             # The claims' evidence ids are in the hypothesis; the post names it once.
             lines = [
@@ -328,8 +421,10 @@ def build_graph(deps: RoundDeps) -> Any:
                 event_time=_now(),
                 round=deps.round,
                 kind=kind,
-                text=text,
-                model=deps.judge_model_name if kind == "questions" else deps.agent_model_name,
+                text=redact_text(text),  # the model's words, as recorded and posted (invariant 13)
+                model=deps.agent_model_name
+                if kind == "summary" or state.get("hypothesis_failure")
+                else deps.judge_model_name,
             ),
             RoundCommitted(
                 thread_ts=deps.thread_ts,
@@ -378,6 +473,28 @@ def terse_grades(graded: Any, claims: list[dict[str, Any]]) -> list[dict[str, An
             grade["reason"] = str(g["reason"])
         out.append(grade)
     return out
+
+
+def calls_with_room(
+    deps: RoundDeps, text: str, calls: list[ToolCall], sent: int
+) -> tuple[list[ToolCall], list[str]]:
+    """The calls whose results fit under the input budget of the calls that follow, and those that do not.
+
+    The next call is sent what this one was (`sent` tokens), this answer with its calls, and each
+    call's result (at most `tool_result_tokens`); the hypothesis call swaps the tool schemas for its
+    own prompt, so the larger of the two prompts is held in reserve too.
+    """
+    budget = deps.config.input_budget_for(deps.agent_model_name)
+    reserve = max(0, count_tokens(prompts.HYPOTHESIS) - count_tokens(prompts.INVESTIGATE))
+    kept: list[ToolCall] = []
+    for call in calls:
+        trial = [*kept, call]
+        lc = [{"name": c.name, "args": c.args, "id": c.id, "type": "tool_call"} for c in trial]
+        answer = message_tokens([AIMessage(content=text, tool_calls=lc)])
+        if sent + reserve + answer + len(trial) * deps.config.tool_result_tokens > budget:
+            break
+        kept.append(call)
+    return kept, [c.name for c in calls[len(kept) :]]
 
 
 def tool_schema_tokens(tools: list[dict[str, Any]]) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import shlex
 import signal
 import threading
@@ -30,6 +31,7 @@ from services.agent.config import TELEMETRY_ENV, AgentConfig, build_config, load
 from services.agent.emitter import EventEmitter, dead_letter_sender
 from services.agent.mcp_client import McpToolbox
 from services.agent.offsets import OffsetTracker
+from services.agent.playbooks import load_playbooks
 from services.agent.round import Models, RoundResult, TriggerNotProjected, run_round
 from services.agent.toolpath import ProjectionTimeout
 from services.runtime.checks import check_kafka, check_kafka_access
@@ -241,8 +243,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wake-topic", default=None)
     parser.add_argument("--dlq-topic", default=topics.DLQ)
     parser.add_argument("--group", default=None, help="consumer group of the wake consumer")
-    parser.add_argument("--model", default=None, help="agent model: 'local' or a ChatOpenAI model name")
-    parser.add_argument("--judge-model", default=None, help="judge model: 'local' or a ChatOpenAI model name")
+    parser.add_argument(
+        "--model", default=None, help="agent model: 'local' or a ChatOpenAI model name (default: AGENT_MODEL)"
+    )
+    parser.add_argument(
+        "--judge-model",
+        default=None,
+        help="judge model: 'local' or a ChatOpenAI model name (default: JUDGE_MODEL, else the agent's)",
+    )
     parser.add_argument(
         "--mcp-command", default=None, help="one stdio MCP server command (replaces the configured)"
     )
@@ -266,10 +274,15 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
     settings = Settings.from_env()
     data = load_file(args.config)
     models = dict(data.pop("models", None) or {})
-    if args.model:
-        models["agent"] = args.model
-    if args.judge_model:
-        models["judge"] = args.judge_model
+    # --model over AGENT_MODEL over the config file (JUDGE_MODEL likewise; the judge defaults to the agent's)
+    agent_model = args.model or os.environ.get("AGENT_MODEL")
+    judge_model = (
+        args.judge_model or os.environ.get("JUDGE_MODEL") or (None if "judge" in models else agent_model)
+    )
+    if agent_model:
+        models["agent"] = agent_model
+    if judge_model:
+        models["judge"] = judge_model
     schema = args.schema or data.pop("schema", None) or "public"
     dsn = args.dsn or data.pop("database_url", None) or settings.database_url
     if args.mcp_command or args.mcp_url:
@@ -308,6 +321,7 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging("agent", args.log_level)
     config = config_from_args(args)
+    load_playbooks()  # validated at start: a bad playbook file is a one-line error, not a failed round
     check_kafka(config.kafka)
     check_kafka_access(
         config.kafka,

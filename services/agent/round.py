@@ -24,13 +24,23 @@ from schemas.tokens import count_tokens
 from services.agent import metrics
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
 from services.agent.context import LoadedContext, load_context, row_digest
+from services.agent.discussion import DiscussionPolicy, plan_discussion
 from services.agent.emitter import EventEmitter
 from services.agent.graph import RoundDeps, build_graph
 from services.agent.guard import guard_for
 from services.agent.mcp_client import McpToolbox, ToolCallError
+from services.agent.playbooks import (
+    PlaybookPlan,
+    alert_labels,
+    choose,
+    load_playbooks,
+    offered_params,
+    plan_calls,
+)
 from services.agent.preamble import Trigger, pinned_window, render_preamble
 from services.agent.rerender import Plan, plan_rerenders
 from services.agent.toolpath import ProjectionTimeout, ToolPath
+from services.boundary.redact import redact_value
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.round")
@@ -120,12 +130,42 @@ async def _wait_visible(conn: psycopg.Connection, message_id: str, timeout: floa
     return False
 
 
-def plan_round(ctx: LoadedContext, config: AgentConfig, now: datetime) -> tuple[int, Plan]:
-    """The round a wake starts, and the re-renderings (invariant 10) its context needs first."""
+def playbook_plan(ctx: LoadedContext, toolbox: McpToolbox) -> PlaybookPlan | None:
+    """The alert's playbook calls: deterministic work before any model call (alert rounds only)."""
+    alert = next((r.value for r in ctx.rows if r.role == "alert" and isinstance(r.value, dict)), None)
+    if alert is None:
+        return None
+    alertname, labels = alert_labels(alert)
+    playbook = choose(load_playbooks(), alertname, labels)
+    if playbook is None:
+        return None
+    offered = offered_params(toolbox.tool_specs(exclude=(EVIDENCE_TOOL,)))
+    return plan_calls(playbook, labels, pinned_window(ctx), offered)
+
+
+def plan_round(
+    ctx: LoadedContext, config: AgentConfig, now: datetime, trigger_id: str | None = None
+) -> tuple[int, Plan]:
+    """The round a wake starts, and the re-renderings (invariant 10) its context needs first:
+    old rounds' rows by `plan_rerenders`, a long discussion's turns by `plan_discussion`."""
     round_ = ctx.last_round() + 1
     calls = {str(c["id"]): str(c["name"]) for r in ctx.rows for c in r.tool_calls()}
     tool_names = {r.id: calls.get(r.tool_call_id or "", "tool") for r in ctx.rows if r.role == "tool"}
-    return round_, plan_rerenders(ctx.rows, round_, config.context_budget, now, tool_names)
+    rounds = plan_rerenders(ctx.rows, round_, config.context_budget, now, tool_names)
+    policy = discussion_policy(config, trigger_id)
+    turns = plan_discussion(ctx.rows, policy, round_, now)
+    saved = sum(e.tokens - _tokens_of(ctx, e.target_id) for e in turns)
+    return round_, Plan((*rounds.events, *turns), rounds.tokens_before, rounds.tokens_after + saved)
+
+
+def discussion_policy(config: AgentConfig, trigger_id: str | None) -> DiscussionPolicy:
+    """The discussion's share of the agent model's input budget (docs/context-budget.md)."""
+    budget = int(config.input_budget_for(config.models.agent) * config.discussion_share)
+    return DiscussionPolicy(budget, config.recent_share, config.turn_limit, trigger_id)
+
+
+def _tokens_of(ctx: LoadedContext, row_id: str) -> int:
+    return next((r.tokens for r in ctx.rows if r.id == row_id), 0)
 
 
 async def run_round(
@@ -156,7 +196,7 @@ async def run_round(
             log.info("wake already answered; skipped", extra=about(thread_ts, wake.trigger_message_id))
             return RoundResult(thread_ts, None, "skipped")
         now = datetime.now(UTC)
-        round_, plan = plan_round(ctx, config, now)
+        round_, plan = plan_round(ctx, config, now, wake.trigger_message_id)
         if plan.events:
             await asyncio.to_thread(emitter.send, *plan.events)
             for event in plan.events:
@@ -176,15 +216,18 @@ async def run_round(
         preamble = render_preamble(ctx, round_, trigger, now)
 
         async def read_raw(evidence_id: str) -> Any:
+            """The raw a claim cites, for the judge: redacted, whichever server answered (invariant 13)."""
             if toolbox.has(EVIDENCE_TOOL):
                 try:
-                    return await toolbox.call(EVIDENCE_TOOL, {"id": evidence_id}, thread=thread_ts)
+                    return redact_value(
+                        await toolbox.call(EVIDENCE_TOOL, {"id": evidence_id}, thread=thread_ts)
+                    )
                 except ToolCallError:
                     pass
             record = await asyncio.to_thread(
                 lambda: conn.execute(read_model.RAW_CONTENT, {"id": evidence_id}).fetchone()
             )
-            return None if record is None else record[0]
+            return None if record is None else redact_value(record[0])
 
         deps = RoundDeps(
             config=config,
@@ -201,6 +244,7 @@ async def run_round(
             ),
             emitter=emitter,
             raw_reader=read_raw,
+            playbook=playbook_plan(ctx, toolbox) if wake.reason == "alert" else None,
         )
         log.info("round started", extra=about(thread_ts, wake.trigger_message_id, round=round_))
         final = await build_graph(deps).ainvoke(

@@ -329,10 +329,8 @@ def _judge(messages: Sequence[BaseMessage]) -> dict[str, Any]:
             if not any(kinds[i] == "human" for i in ids):
                 reasons.append("nothing says what changed")
                 questions.append(f"What changed in {service} before memory rose (deploy, config, limits)?")
-        grade: dict[str, Any] = {"claim": k, "grounded": not reasons}
-        if reasons:
-            grade["reason"] = "; ".join(reasons)
-        graded.append(grade)
+        # `reason` is always present (null when grounded): the strict answer schema requires it
+        graded.append({"claim": k, "grounded": not reasons, "reason": "; ".join(reasons) or None})
     grounded = bool(graded) and all(g["grounded"] for g in graded)
     if not grounded and not questions:
         bad = next((g["claim"] for g in graded if not g["grounded"]), None)

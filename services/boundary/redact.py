@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -71,9 +72,13 @@ _KEY_QUALIFIERS = frozenset(
         "consumer", "hmac", "sas", "deploy", "ssh",
     }
 )  # fmt: skip
+_JOINED_SUFFIX = re.compile(
+    r"(?:password|passwd|passphrase|secret|token|apikey|accesskey|secretkey|privatekey)$"
+)
 _COMPONENTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
+@lru_cache(maxsize=4096)
 def secret_kind(key: str) -> str | None:
     """The marker type for a key that names a secret (`db_password` -> password), else None.
 
@@ -83,14 +88,22 @@ def secret_kind(key: str) -> str | None:
     if not parts:
         return None
     last, before = parts[-1], parts[:-1]
+    joined = _JOINED_SUFFIX.search(last)  # one word of several: PGPASSWORD, dbtoken, clientsecret
+    if joined is not None and joined.start() > 0:
+        last, before = joined.group(), [*before, last[: joined.start()]]
+    if last in (
+        "apikey",
+        "accesskey",
+        "secretkey",
+        "privatekey",
+    ):  # secretAccesskey: ..., secret, access, key
+        last, before = "key", [*before, last[:-3]]
     if last in _PASSWORD_WORDS:
         return "password"
     if last in ("secret", "secrets"):
         return "aws-secret-key" if "aws" in before else "secret"
     if last == "token":
         return "token"
-    if last == "apikey":
-        return "api-key"
     if last in ("credentials", "credential", "creds"):
         return "credentials"
     if last == "auth":
@@ -101,8 +114,6 @@ def secret_kind(key: str) -> str | None:
         if "secret" in before:
             return "aws-secret-key" if "aws" in before else "secret-key"
         return "api-key" if before[-1] == "api" else f"{before[-1]}-key"
-    if last in ("accesskey", "secretkey", "privatekey"):
-        return last.replace("key", "-key")
     return None
 
 
@@ -117,6 +128,7 @@ _NOT_SECRETS = frozenset(
         "enabled", "refreshed", "rotated", "revoked", "accepted", "verified", "none)", "<none>",
     }
 )  # fmt: skip
+_OBJECT_REF = re.compile(r"[A-Za-z_$][\w$]*(?:\.[\w$]+)+@[0-9a-f]{4,16}")
 _PLAIN_WORD = re.compile(r"[a-z]{1,12}")
 _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
@@ -132,6 +144,8 @@ def _is_secret_value(kind: str, key: str, value: str) -> bool:
         return False  # the shell's working directory
     if kind == "password" and lowered.endswith("pass") and bare.isdigit():
         return False  # pass=3 fail=0
+    if _OBJECT_REF.fullmatch(value.strip()):
+        return False  # android.os.BinderProxy@2bd79ce: an object's identity, printed
     if kind in ("auth", "signature") and _PLAIN_WORD.fullmatch(bare):
         return False  # auth=oauth, signature=valid
     return not (lowered == "secret" and "-" in bare and _K8S_NAME.fullmatch(value) is not None)
@@ -221,34 +235,43 @@ _PREFIXED: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}")),
     ("sendgrid-key", re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}")),
 )  # fmt: skip
-_PREFIX_TRIGGER = re.compile(
-    r"eyJ|A[A-Z0-9]{3}[A-Z0-9]{16}|xox|xapp-|hooks\.slack|gh[pousr]_|github_pat_|gl[a-z]{1,5}-|sk-|k_live_|k_test_|AIza|npm_|SG\."
-)
+# Each shape above starts with one of these (substring tests, at C speed, before any regex runs).
+_PREFIX_LITERALS = (
+    "eyJ", "AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "A3T", "xox", "xapp-",
+    "hooks.slack", "gh", "github_pat_", "gl", "sk-", "k_live_", "k_test_", "AIza", "npm_", "SG.",
+)  # fmt: skip
 
 
 def _prefixed(text: str) -> str:
-    if _PREFIX_TRIGGER.search(text) is None:
+    if not any(literal in text for literal in _PREFIX_LITERALS):
         return text
     for kind, pattern in _PREFIXED:
         text = pattern.sub(marker(kind), text)
     return text
 
 
-_KEY = r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}"
+_KEY = r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}+"  # possessive: a key is never given back char by char
 _VALUE = r"(?P<val>\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|(?!\[REDACTED:)[^\s,;&\"'<>()\[\]{}|]+)"
 _KEY_VALUE = re.compile(
     rf"(?P<lead>(?<![A-Za-z0-9_.\-])(?P<q>[\"']?)(?P<key>{_KEY})(?P=q)[ \t]*(?::=|=>|=|:)[ \t]*){_VALUE}"
 )
 _FLAG_VALUE = re.compile(rf"(?P<lead>(?<!\S)--?(?P<key>{_KEY})[ \t]+){_VALUE}")
-_KEYWORD_TRIGGER = re.compile(r"(?i)pass|pwd|pw\b|secret|token|key|auth|cred|sig")
+_KEYWORD_STEMS = ("pass", "pwd", "pw", "secret", "token", "key", "auth", "cred", "sig")
+
+
+def _has_stem(text: str) -> bool:
+    lowered = text.lower()
+    return any(stem in lowered for stem in _KEYWORD_STEMS)
 
 
 def _keyword_values(text: str) -> str:
-    if _KEYWORD_TRIGGER.search(text) is None:
+    if not _has_stem(text):
         return text
 
     def one(m: re.Match[str]) -> str:
         key, value = m["key"], m["val"]
+        if not _has_stem(key):  # most keys of a log line name no secret
+            return m.group()
         kind = secret_kind(key)
         quoted = value[:1] in ("'", '"') and len(value) >= 2
         inner = value[1:-1] if quoted else value
@@ -258,6 +281,8 @@ def _keyword_values(text: str) -> str:
             return m.group()
         if not _is_secret_value(kind, key, inner):
             return m.group()
+        if not quoted and m.string[m.end() :].lstrip(" ")[:1] in ("{", "("):
+            return m.group()  # `token=Token{a64f992 ...}`: an object's printed form, not a value
         return m["lead"] + (value[0] + marker(kind) + value[0] if quoted else marker(kind))
 
     return _FLAG_VALUE.sub(one, _KEY_VALUE.sub(one, text))
@@ -265,18 +290,55 @@ def _keyword_values(text: str) -> str:
 
 # --- detect-secrets' typed plugins --------------------------------------------------------------
 
-_PLUGINS: tuple[BasePlugin, ...] = (
-    AWSKeyDetector(), AzureStorageKeyDetector(), BasicAuthDetector(), DiscordBotTokenDetector(),
-    GitHubTokenDetector(), GitLabTokenDetector(), JwtTokenDetector(), KeywordDetector(),
-    MailchimpDetector(), NpmDetector(), OpenAIDetector(), PypiTokenDetector(), SendGridDetector(),
-    SlackDetector(), SquareOAuthDetector(), StripeDetector(), TelegramBotTokenDetector(),
-    TwilioKeyDetector(),
-)  # fmt: skip
-# A superset of what those plugins can match: a line without any of these skips them all.
-_PLUGIN_TRIGGER = re.compile(
-    r"(?i:pass|pwd|secret|contras|key|token|auth|://)|AKIA|ASIA|A3T|xox|gh[pousr]_|github_pat_|gl[a-z]{1,5}-"
-    r"|eyJ|npm_|pypi-|sk-|k_live_|SG\.|sq0|EAAA|AC[a-z0-9]{32}|SK[a-z0-9]{32}|-us\d|\d{8,10}:[\w-]{35}"
-    r"|[MNO][\w-]{23,25}\.[\w-]{6}\.[\w-]{27}|AccountKey"
+
+@dataclass(frozen=True)
+class _Anchor:
+    """What a plugin cannot match without: one of `literals` in the line (in its lower case when
+    `lower`), then `pattern` when given. Substring tests run at C speed; a plugin's own regexes cost up
+    to milliseconds a line (benchmarks/bench_redaction.py), so a line runs only the plugins it anchors."""
+
+    literals: tuple[str, ...]
+    lower: bool = False
+    pattern: re.Pattern[str] | None = None
+
+    def holds(self, line: str, lowered: str) -> bool:
+        text = lowered if self.lower else line
+        if not any(literal in text for literal in self.literals):
+            return False
+        return self.pattern is None or self.pattern.search(line) is not None
+
+
+_AWS_PREFIXES = ("AKIA", "ASIA", "A3T", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA")
+_PLUGINS: tuple[tuple[BasePlugin, tuple[_Anchor, ...]], ...] = (
+    (AWSKeyDetector(), (_Anchor(_AWS_PREFIXES), _Anchor(("aws",), lower=True))),
+    (AzureStorageKeyDetector(), (_Anchor(("accountkey",), lower=True),)),
+    (BasicAuthDetector(), (_Anchor(("://",), pattern=re.compile(r"://[^\s/]*@")),)),
+    (DiscordBotTokenDetector(), (_Anchor((".",), pattern=re.compile(r"[MNO][\w-]{23,25}\.[\w-]{6}\.")),)),
+    (GitHubTokenDetector(), (_Anchor(("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),)),
+    (GitLabTokenDetector(), (_Anchor(("gl",), pattern=re.compile(r"gl[a-z]{1,6}-")),)),
+    (JwtTokenDetector(), (_Anchor(("eyJ",)),)),
+    (
+        KeywordDetector(),  # its denylist's words, then an assignment and a quote (this mode needs quotes)
+        (
+            _Anchor(
+                ("pass", "pwd", "secret", "contras", "key"),
+                lower=True,
+                pattern=re.compile(
+                    r"(?i)(?:pass|pwd|secret|contras|key)[\w.-]*[\"']?\s*(?::=|=>|==|!=|[:=])\s*[@\[(]?\s*[\"'`]"
+                ),
+            ),
+        ),
+    ),
+    (MailchimpDetector(), (_Anchor(("-us",), pattern=re.compile(r"-us\d")),)),
+    (NpmDetector(), (_Anchor(("npm_", "_authToken")),)),
+    (OpenAIDetector(), (_Anchor(("sk-",)),)),
+    (PypiTokenDetector(), (_Anchor(("pypi-",)),)),
+    (SendGridDetector(), (_Anchor(("SG.",)),)),
+    (SlackDetector(), (_Anchor(("xox", "hooks.slack")),)),
+    (SquareOAuthDetector(), (_Anchor(("sq0", "EAAA")),)),
+    (StripeDetector(), (_Anchor(("k_live_",)),)),
+    (TelegramBotTokenDetector(), (_Anchor((":",), pattern=re.compile(r"\d{8,10}:[\w-]{35}")),)),
+    (TwilioKeyDetector(), (_Anchor(("AC", "SK"), pattern=re.compile(r"(?:AC|SK)[a-z0-9]{32}")),)),
 )
 _TYPE_NAMES = {
     "Secret Keyword": "secret",
@@ -296,8 +358,21 @@ def _type_name(secret_type: str) -> str:
     return known or re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
 
 
+# One scan that every anchor above implies: most lines fail it and skip the per-plugin checks.
+_PLUGIN_GATE = re.compile(
+    r"(?i:aws|accountkey|pass|pwd|secret|contras|key)|A(?:KIA|SIA|3T|GPA|IDA|ROA|IPA|NPA|NVA)|://[^\s/]*@"
+    r"|[MNO][\w-]{23,25}\.[\w-]{6}\.|gh[pousr]_|github_pat_|gl[a-z]{1,6}-|eyJ|-us\d|npm_|_authToken|sk-"
+    r"|pypi-|SG\.|xox|hooks\.slack|sq0|EAAA|k_live_|\d{8,10}:[\w-]{35}|(?:AC|SK)[a-z0-9]{32}"
+)
+
+
 def _plugin_findings(line: str) -> Iterator[tuple[str, str]]:
-    for plugin in _PLUGINS:
+    if _PLUGIN_GATE.search(line) is None:
+        return
+    lowered = line.lower()
+    for plugin, anchors in _PLUGINS:
+        if not any(anchor.holds(line, lowered) for anchor in anchors):
+            continue
         if isinstance(plugin, KeywordDetector):
             found: Iterable[str] = plugin.analyze_string(
                 line, denylist_regex_to_group=QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP
@@ -309,8 +384,6 @@ def _plugin_findings(line: str) -> Iterator[tuple[str, str]]:
 
 
 def _detect_secrets(text: str) -> str:
-    if _PLUGIN_TRIGGER.search(text) is None:
-        return text
     for line in set(text.splitlines()):
         for kind, value in _plugin_findings(line):
             if len(value) < _MIN_DETECTED or MARKER_PREFIX[1:] in value or MARKER.search(value):
@@ -323,12 +396,22 @@ def _detect_secrets(text: str) -> str:
 _RULES: tuple[Rule, ...] = (_pem, _url_password, _authorization, _prefixed, _keyword_values, _detect_secrets)
 
 
-@lru_cache(maxsize=65_536)
+_CACHED_CHARS = 2048  # log lines repeat across results and are short; a long paste is not kept in memory
+
+
 def redact_text(text: str) -> str:
     """`text` with every credential's value replaced by a typed marker; unchanged when it holds none."""
+    return _redact_line(text) if len(text) <= _CACHED_CHARS else redact_uncached(text)
+
+
+def redact_uncached(text: str) -> str:
+    """`redact_text` without its cache (what a benchmark of every line seen anew times)."""
     for rule in _RULES:
         text = rule(text)
     return text
+
+
+_redact_line = lru_cache(maxsize=65_536)(redact_uncached)
 
 
 def redact_value(value: Any) -> Any:

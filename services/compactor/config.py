@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from schemas.tools import PASSTHROUGH, TOOL_MAP_ENV, ToolMapError, tool_map
+from services.boundary.redact import REDACTOR_VERSION
 from services.compactor import loki, passthrough, pod_events, prometheus, tempo
 from services.compactor.model import DraftFn
 from services.compactor.plugins import ENV as PLUGINS_ENV
@@ -33,7 +34,9 @@ from services.runtime.loading import json_object_setting
 #    Loki patterns keep their first/last times, one-off patterns are left out before any time is
 #    (`Item.essential`, `Item.minor`); Prometheus lines keep every label that varies, and a series
 #    that rose keeps its start.
-COMPACTOR_VERSION = "6"
+# 7: every digest is drawn from the raw redacted (services/boundary/redact.py): a credential is a typed
+#    marker in the compact, never in the model's view; the redactor's own version is part of this one.
+COMPACTOR_VERSION = f"7.r{REDACTOR_VERSION}"
 
 BUDGETS_ENV = "COMPACTOR_BUDGETS"
 # The settings `load_config` reads: a re-derivation records them, and a compactor following a switch

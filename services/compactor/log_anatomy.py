@@ -333,6 +333,10 @@ def split_line(line: str, shape: HeaderShape) -> Anatomy:
 
 _JSON_HEADER_KEYS = frozenset((*_JSON_TIME_KEYS, *_JSON_LEVEL_KEYS, "pid", "hostname", "v"))
 _JSON_MESSAGE_KEYS = ("msg", "message", "event", "error", "err")
+# Fields that say what went wrong: kept next to the message (structured lines, `loki`).
+ERROR_KEYS = frozenset(
+    ("error", "err", "error_message", "exception", "exc_info", "stack", "stacktrace", "reason", "cause")
+)
 
 
 def _split_json(line: str) -> Anatomy:
@@ -364,10 +368,13 @@ def _split_json(line: str) -> Anatomy:
             parts.append(value[key])
             break
     said = parts and key
-    for path, leaf in _leaves(value, ""):
-        if path in _JSON_HEADER_KEYS or path == said:
-            continue
-        parts.append(f"{path}={leaf}")
+    leaves = [
+        (path, leaf) for path, leaf in _leaves(value, "") if path not in _JSON_HEADER_KEYS and path != said
+    ]
+    # The error (or reason) right after the message: it tells one failure from another, and a
+    # clipped exemplar keeps its start; then the other fields in the line's own order.
+    leaves.sort(key=lambda pl: pl[0].rsplit(".", 1)[-1].lower() not in ERROR_KEYS)
+    parts.extend(f"{path}={leaf}" for path, leaf in leaves)
     return Anatomy("", " ".join(parts) or line, level)
 
 

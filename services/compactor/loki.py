@@ -33,6 +33,7 @@ from services.compactor.log_anatomy import (
     split_line,
 )
 from services.compactor.log_patterns import WILD, WORD, digit_family, mine_words, word_spans
+from services.compactor.log_streams import StreamSet, families
 from services.compactor.model import Draft, Item, RawFormatError
 from services.compactor.render import clip, value_range
 from services.compactor.timefmt import Clock, ns_from_integer, ns_from_rfc3339, shown
@@ -43,7 +44,6 @@ _LEVEL_TAG = {"warn": "WARN", "error": "ERROR", "critical": "CRIT", "fatal": "FA
 _EXEMPLAR_CHARS = 400  # the richest form: a long line is cut here, with the count of what follows
 _SHORT_CHARS = 160
 _MAX_VARS = 4
-_LABEL_CHARS = 40
 
 
 def _label_level(labels: Mapping[str, Any]) -> str | None:
@@ -74,13 +74,19 @@ Entry = tuple[int, int, str]  # (ns, stream index, line)
 
 
 def parse(raw: Any) -> tuple[list[Entry], list[dict[str, str]]]:
-    """(entries sorted by time, the labels of each stream); RawFormatError if not a streams response.
+    """(entries sorted by time, the labels of each stream); RawFormatError if not a streams response."""
+    entries, labels, _ = _parse(raw)
+    return entries, labels
+
+
+def _parse(raw: Any) -> tuple[list[Entry], list[dict[str, str]], frozenset[str]]:
+    """`parse`, and the label keys that came from lines' structured metadata.
 
     Also accepts a list of `{timestamp, line, labels}` entries (Grafana's MCP `query_loki_logs`),
     each entry its own stream of labels.
     """
     if isinstance(raw, list) and raw and all(isinstance(e, dict) and "line" in e for e in raw):
-        return _parse_entries(raw)
+        return (*_parse_entries(raw), frozenset())
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
         raise RawFormatError("query_loki: expected a Loki query_range response with a 'data' object")
     data = raw["data"]
@@ -90,14 +96,15 @@ def parse(raw: Any) -> tuple[list[Entry], list[dict[str, str]]]:
     if not isinstance(result, list):
         raise RawFormatError("query_loki: expected data.result to be a list of streams")
     entries: list[Entry] = []
-    streams: list[dict[str, str]] = []
+    streams = _Streams()
     for s_index, stream in enumerate(result):
         if not isinstance(stream, dict) or not isinstance(stream.get("values"), list):
             raise RawFormatError(f"query_loki: stream {s_index} has no 'values' list")
         labels = stream.get("stream") or {}
         if not isinstance(labels, dict):
             raise RawFormatError(f"query_loki: stream {s_index} labels are not an object")
-        streams.append({str(k): str(v) for k, v in labels.items()})
+        base = {str(k): str(v) for k, v in labels.items()}
+        plain = streams.index(base, {})
         for v_index, value in enumerate(stream["values"]):
             if not isinstance(value, list) or len(value) < 2 or not isinstance(value[1], str):
                 raise RawFormatError(f"query_loki: stream {s_index} has an entry that is not [ns, line]")
@@ -107,9 +114,47 @@ def parse(raw: Any) -> tuple[list[Entry], list[dict[str, str]]]:
                 raise RawFormatError(
                     f"query_loki: stream {s_index} entry {v_index} timestamp {exc}"
                 ) from None
-            entries.append((ns, s_index, value[1]))
+            metadata = _metadata(s_index, v_index, value[2]) if len(value) > 2 else {}
+            entries.append((ns, streams.index(base, metadata) if metadata else plain, value[1]))
     entries.sort(key=lambda e: (e[0], e[1]))
-    return entries, streams
+    return entries, streams.labels, frozenset(streams.hidden)
+
+
+class _Streams:
+    """The answer's streams, one per distinct (stream labels, line metadata): a line's structured
+    metadata (Loki >= 3: `detected_level`, a trace id) is read like a label of its line, as Loki
+    itself does when it does not categorize labels. `hidden` holds the metadata keys: they
+    describe lines, not the sources a pattern is attributed to (`log_streams`)."""
+
+    def __init__(self) -> None:
+        self.labels: list[dict[str, str]] = []
+        self.hidden: set[str] = set()
+        self._of: dict[tuple[tuple[str, str], ...], int] = {}
+
+    def index(self, base: dict[str, str], metadata: dict[str, str]) -> int:
+        labels = {**base, **{k: v for k, v in metadata.items() if k not in base}}
+        self.hidden.update(k for k in metadata if k not in base)
+        key = tuple(sorted(labels.items()))
+        if key not in self._of:
+            self._of[key] = len(self.labels)
+            self.labels.append(labels)
+        return self._of[key]
+
+
+def _metadata(s_index: int, v_index: int, value: Any) -> dict[str, str]:
+    """A values entry's third element: a flat object of structured metadata, or Loki's categorized
+    form (`{"structuredMetadata": {...}, "parsed": {...}}`, objects or `[{name, value}]` lists)."""
+    if not isinstance(value, dict):
+        raise RawFormatError(f"query_loki: stream {s_index} entry {v_index} metadata is not an object")
+    if not {"structuredMetadata", "parsed"} & value.keys():
+        return {str(k): str(v) for k, v in value.items() if not isinstance(v, (dict, list))}
+    out: dict[str, str] = {}
+    for part in (value.get("structuredMetadata"), value.get("parsed")):
+        pairs = part.items() if isinstance(part, dict) else []
+        if isinstance(part, list):
+            pairs = [(p.get("name"), p.get("value")) for p in part if isinstance(p, dict)]
+        out.update({str(k): str(v) for k, v in pairs if k is not None and v is not None})
+    return out
 
 
 def _parse_entries(raw: list[Any]) -> tuple[list[Entry], list[dict[str, str]]]:
@@ -159,15 +204,17 @@ def _read(line: str, shape: HeaderShape, label_level: str | None) -> _Reading:
 
 
 def _patterns(
-    entries: Sequence[Entry], streams: Sequence[Mapping[str, str]]
+    entries: Sequence[Entry], streams: Sequence[Mapping[str, str]], hidden: frozenset[str] = frozenset()
 ) -> tuple[list[_Pattern], list[str], list[list[str]]]:
     """Patterns (one template at one level), the messages and the raw words of every entry."""
-    shapes: dict[int, HeaderShape] = {}
-    by_stream: dict[int, list[str]] = {}
+    # One header shape per family of streams (the same labels but the source's name: one app's
+    # pods write one layout), so a template reads alike on every pod of its app.
+    family_of = families(streams, {s for _, s, _ in entries}, hidden)
+    by_family: dict[tuple[tuple[str, str], ...], list[str]] = {}
     for _, s_index, line in entries:
-        by_stream.setdefault(s_index, []).append(line)
-    for s_index, lines in by_stream.items():
-        shapes[s_index] = learn_header(lines)
+        by_family.setdefault(family_of[s_index], []).append(line)
+    learnt = {key: learn_header(lines) for key, lines in by_family.items()}
+    shapes = {s_index: learnt[key] for s_index, key in family_of.items()}
     label_levels = [_label_level(labels) for labels in streams]
     messages: list[str] = []
     levels: list[str] = []
@@ -293,28 +340,18 @@ def _keywords(
     return out
 
 
-def _stream_labels(streams: Sequence[Mapping[str, str]], used: set[int]) -> str | None:
-    """Labels every stream shares, and how many values the others take: `{app=x, pod: 4 values}`."""
-    present = [streams[i] for i in sorted(used)]
-    if len(present) < 2:  # one stream: its labels are the query's own selector
-        return None
-    keys = sorted({k for s in present for k in s})
-    parts = []
-    for key in keys:
-        values = {s.get(key, "") for s in present}
-        if len(values) == 1:
-            parts.append(f"{key}={next(iter(values))[:_LABEL_CHARS]}")
-        else:
-            parts.append(f"{key}: {len(values)} values")
-    return f"{len(present)} streams {{{', '.join(parts)}}}"
+def _said(attribution: str) -> str:
+    """` [app=kafka; pod kafka-0 only]`: where a pattern came from, right after its level."""
+    return f" [{attribution}]" if attribution else ""
 
 
 def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft:
-    entries, streams = parse(raw)
+    entries, streams, hidden = _parse(raw)
     if not entries:
         header = {"evidence": evidence_id, "summary": "0 lines"}
         return Draft(headers=(header,), section="patterns", kind="patterns", unit="lines", items=())
-    patterns, messages, raws = _patterns(entries, streams)
+    patterns, messages, raws = _patterns(entries, streams, hidden)
+    sources = StreamSet(streams, {s for _, s, _ in entries}, hidden)
     clock = Clock(entries[0][0], entries[-1][0])
     spread: Counter[str] = Counter()
     for pattern in patterns:
@@ -335,17 +372,23 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
         if tag and exemplar and level_name(exemplar.split(maxsplit=1)[0]) == pattern.level:
             tag = ""  # `error: ...`, `FATAL ERROR: ...`: the line says its level itself
         times = clock.span(pattern.first, pattern.last)
-        head = f"{n}× {times}{tag} "
+        pinned_here = LEVEL_RANK[pattern.level] >= ERROR_RANK
+        said = tag + _said(sources.attribution({entries[i][1] for i in pattern.members}))
+        # Where it came from: every form of an error says it; a lesser pattern lets it go before
+        # its first and last times.
+        terse = said if pinned_here else tag
+        head = f"{n}× {times}{said} "
         ranges, fixed = _fields(pattern, raws)
         timed = [
             head + clip(exemplar, _EXEMPLAR_CHARS) + (f" [{'; '.join(ranges)}]" if ranges else ""),
             head + clip(exemplar, _SHORT_CHARS),
             head + _keywords(exemplar, 4, 3, spread, fixed),
+            f"{n}× {times}{terse} " + _keywords(exemplar, 4, 3, spread, fixed),
         ]
         # Without first/last: the last resort, once the minor patterns are left out (`fit`).
         bare = [
-            f"{n}×{tag} " + _keywords(exemplar, 4, 3, spread, fixed),
-            f"{n}×{tag} " + _keywords(exemplar, 2, 2, spread, fixed),
+            f"{n}×{terse} " + _keywords(exemplar, 4, 3, spread, fixed),
+            f"{n}×{terse} " + _keywords(exemplar, 2, 2, spread, fixed),
         ]
         forms, essential = _ladder(timed, bare)
         items.append(
@@ -355,17 +398,17 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
                 essential=essential,
                 n=n,
                 level=pattern.level,
-                pinned=LEVEL_RANK[pattern.level] >= ERROR_RANK,
+                pinned=pinned_here,
                 minor=_minor(pattern, len(entries)),
                 salience=float(_salience(pattern)),
                 first=clock.at(pattern.first),
             )
         )
-    coarser = _coarser(items[: len(pinned)], pinned, messages, clock)
+    coarser = _coarser(items[: len(pinned)], pinned, messages, clock, sources, entries)
     by_level = Counter(p.level for p in patterns for _ in p.members)
     levels = ", ".join(f"{lv} {by_level[lv]}" for lv in sorted(by_level, key=lambda lv: -LEVEL_RANK[lv]))
     summary = f"{len(entries)} lines, {len(patterns)} patterns ({levels})"
-    labels = _stream_labels(streams, {s for _, s, _ in entries})
+    labels = sources.header()
     rich: dict[str, Any] = {"evidence": evidence_id, "summary": summary, "window": clock.window()}
     if labels:
         rich["streams"] = labels
@@ -390,7 +433,12 @@ _FINE_KEPT = (16, 8, 4, 1)
 
 
 def _coarser(
-    fine: list[Item], pinned: list[_Pattern], messages: Sequence[str], clock: Clock
+    fine: list[Item],
+    pinned: list[_Pattern],
+    messages: Sequence[str],
+    clock: Clock,
+    sources: StreamSet,
+    entries: Sequence[Entry],
 ) -> tuple[tuple[Item, ...], ...]:
     """The error patterns at coarser grains: the largest `k` stay whole, the rest fold into groups by
     level and first word (`34× FATAL ciod: … (12 patterns)`), or at the coarsest into one group per
@@ -415,6 +463,7 @@ def _coarser(
                     messages,
                     clock,
                     f"c{k}{'w' if by_word else 'l'}{j}",
+                    sources.attribution({entries[m][1] for i in members for m in pinned[i].members}),
                 )
                 for j, ((level, word), members) in enumerate(groups.items())
             ]
@@ -424,12 +473,18 @@ def _coarser(
 
 
 def _folded(
-    level: str, word: str, members: list[_Pattern], messages: Sequence[str], clock: Clock, id_: str
+    level: str,
+    word: str,
+    members: list[_Pattern],
+    messages: Sequence[str],
+    clock: Clock,
+    id_: str,
+    attribution: str,
 ) -> Item:
     n = sum(len(p.members) for p in members)
     first = min(p.first for p in members)
     last = max(p.last for p in members)
-    tag = _LEVEL_TAG.get(level, level.upper())
+    tag = _LEVEL_TAG.get(level, level.upper()) + _said(attribution)
     opening = _shape(messages[members[0].members[0]].split(maxsplit=1)[0]) if word else "other"
     what = f"{opening} … ({len(members)} patterns)"
     forms, essential = _ladder([f"{n}× {clock.span(first, last)} {tag} {what}"], [f"{n}× {tag} {what}"])
@@ -468,8 +523,8 @@ def _salience(pattern: _Pattern) -> int:
 def line_patterns(raw: Any) -> list[tuple[str, int]]:
     """(line, the index of its pattern) for every entry of a raw: the grouping the digest is made of,
     for measuring it against labels (benchmarks/bench_compactor_quality.py)."""
-    entries, streams = parse(raw)
-    patterns, _, _ = _patterns(entries, streams)
+    entries, streams, hidden = _parse(raw)
+    patterns, _, _ = _patterns(entries, streams, hidden)
     of = {}
     for index, pattern in enumerate(patterns):
         for member in pattern.members:

@@ -18,6 +18,7 @@ from typing import Any
 from schemas.events import Selection, canonical_json
 from schemas.tokens import count_tokens, count_value_tokens, render_for_model
 from schemas.tools import PASSTHROUGH
+from services.boundary.redact import redact_text, redact_value
 from services.compactor.config import (
     BUILTIN,
     COMPACTOR_VERSION,
@@ -128,7 +129,11 @@ def compact_tool_result(
     4. A compactor's own fallback (passthrough truncation); else `BudgetExceeded`.
 
     A raw that records a failed call (`tool_error.tool_failure`) is not drafted: its digest is the
-    tool's own error message, labelled as such, with the evidence id.
+    tool's own error message (redacted: an upstream URL may carry its `user:password`), labelled as
+    such, with the evidence id.
+
+    Every compactor drafts from the raw redacted (services/boundary/redact.py); the hash, the raw's
+    tokens and the evidence stay the raw's own.
 
     `canonical_raw` is `canonical_json(raw)` when the caller already has it (the stream does), so
     that a large raw is serialised once.
@@ -162,12 +167,14 @@ def compact_tool_result(
 
     failure = tool_failure(raw, tool)
     if failure is not None:  # the tool's own error, never read as a raw of the wrong format
-        error = failure_digest(*failure, evidence_id, limit)
+        error = failure_digest(failure[0], redact_text(failure[1]), evidence_id, limit)
         error_tokens = count_value_tokens(error)
         if error_tokens > limit:
             raise BudgetExceeded(tool, error_tokens, limit)
         return done((error, error_tokens), None)
-    draft = config.compactors[name](raw, context, evidence_id)
+    # The digest is drawn from the raw redacted (invariant 13): markers keep each line's shape, so lines
+    # that differ only in a secret group into one pattern, and the fit below counts the markers' tokens.
+    draft = config.compactors[name](redact_value(raw), context, evidence_id)
     items = draft.items
     pinned = [it for it in items if it.pinned]
     optional = [it for it in items if not it.pinned]

@@ -27,6 +27,7 @@ from schemas.events import (
 )
 from schemas.strict_json import MAX_DEPTH, StrictJsonError, loads_strict
 from schemas.tokens import count_tokens, count_value_tokens
+from services.boundary.redact import redact_text
 from services.compactor.registry import (
     BUILTIN,
     COMPACTOR_VERSION,
@@ -259,6 +260,7 @@ ERROR_REASON_CHARS = 300
 
 def error_compact(reason: str, evidence_id: str) -> dict[str, str]:
     """What the model sees of a tool result that could not be compacted: the truth, and where the raw is."""
+    reason = redact_text(reason)  # a parser's reason may quote the raw
     if len(reason) > ERROR_REASON_CHARS:
         reason = reason[: ERROR_REASON_CHARS - 1] + "…"
     return {"error": f"could not be compacted: {reason}; raw kept as evidence {evidence_id}"}

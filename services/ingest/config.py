@@ -34,4 +34,5 @@ class IngestConfig:
     producer_overrides: dict[str, str | int | bool] = field(default_factory=dict)
     directory_dsn: str | None = None  # Postgres holding slack_posts: replies in an alert's thread join it
     directory_schema: str = "public"
+    redact_at_ingest: bool = False  # no secret at rest: redact humans' text and alerts before producing
     group_memory_s: float = 30.0  # an alert group's thread, as decided here, outlives the projection's lag

@@ -6,6 +6,7 @@ import logging
 import time
 
 from schemas import topics
+from services.ingest.at_rest import redact_at_rest
 from services.ingest.config import IngestConfig
 from services.ingest.metrics import Metrics
 from services.ingest.planned import Planned
@@ -31,6 +32,8 @@ class Emitter:
         encodable at all (a lone surrogate, nesting deeper than the serializer goes)."""
         records = []
         for p in planned:
+            if self.config.redact_at_ingest:
+                p = Planned(p.destination, redact_at_rest(p.event))
             try:
                 value = p.event.to_bytes()
             except (ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError

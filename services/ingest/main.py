@@ -116,6 +116,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--schema", default="public", help="the projection's schema (default: %(default)s)")
     parser.add_argument(
+        "--redact-at-ingest",
+        action="store_true",
+        default=os.environ.get("REDACT_AT_INGEST", "").lower() in ("1", "true", "yes"),
+        help="redact credentials in Slack messages and alerts before they are produced, so none rests in "
+        "Kafka or Postgres (env REDACT_AT_INGEST=1; default off: the raw stays verbatim as the audit trail)",
+    )
+    parser.add_argument(
         "--socket-mode",
         action="store_true",
         help="receive Slack events over Socket Mode (an outbound websocket; env SLACK_APP_TOKEN, "
@@ -166,6 +173,7 @@ def config_from_args(args: argparse.Namespace) -> IngestConfig:
         window_after_s=args.window_after,
         directory_dsn=args.dsn or settings.database_url,
         directory_schema=args.schema,
+        redact_at_ingest=args.redact_at_ingest,
     )
 
 

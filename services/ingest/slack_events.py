@@ -14,6 +14,9 @@ Decisions (Slack retries any non-2xx, so a 4xx is only for input that is malform
 - The bot's own messages (bot_id, bot_message subtype, or the configured bot user) and
   other subtypes (message_deleted, channel_join, ...) -> a deliberate 200 ignore.
 - Messages outside a thread (no thread_ts) -> ignore: an incident lives in a thread.
+- A `message` event's `channel_type` (public `channel`, private `group`, `im`, `mpim`) is kept on the
+  HumanMessage, so recall knows where the incident may be seen (invariant 14). `app_mention` has none:
+  the two events of one mention share the id and the row, and differ in that field only.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from schemas.events import HumanMessage, Wake
+from schemas.events import ChannelType, HumanMessage, Wake
 from schemas.ids import message_id, thread_key
 from services.ingest.planned import Planned, get_dict, get_str, slack_ts, ts_to_datetime
 from services.ingest.rejections import Ignored, Rejected, missing
 
 TEXT_SUBTYPES = {None, "thread_broadcast", "file_share", "me_message"}
+CHANNEL_TYPES: tuple[ChannelType, ...] = ("channel", "group", "im", "mpim")
 IGNORED_ENVELOPES = {"app_rate_limited"}
 
 
@@ -151,6 +155,7 @@ def _human(
 ) -> HumanMessage:
     where = "event.message." if edit_of is not None else "event."
     user = get_str(source, "user", where) or ""
+    kind = source.get("channel_type")
     return HumanMessage(
         thread_ts=thread_ts,
         message_id=message_id(thread_ts, None, "human", ts),
@@ -160,4 +165,5 @@ def _human(
         text=text,
         mention=mention,
         edit_of=edit_of,
+        channel_type=next((t for t in CHANNEL_TYPES if t == kind), None),  # an unknown type is left unsaid
     )

@@ -33,6 +33,7 @@ from schemas.events import (
 )
 from schemas.ids import NULL_ROUND, canonical_args_hash
 from schemas.tokens import count_tokens
+from services.projector.profile_facts import ProfileFact, profile_facts
 
 
 class MappingError(ValueError):
@@ -170,7 +171,7 @@ class RecordPost:
     recorded_at: datetime
 
 
-Op = InsertRow | StageRow | CacheDigest | UpsertState | CommitRound | ReRender | RecordPost
+Op = InsertRow | StageRow | CacheDigest | UpsertState | CommitRound | ReRender | RecordPost | ProfileFact
 
 ALERT_STATUS = {"firing": "open", "resolved": "resolved"}
 
@@ -276,7 +277,7 @@ def map_event(event: EventBase) -> list[Op]:
     mapper = _MAPPERS.get(type(event))
     if mapper is None:
         raise MappingError(f"no projection for event type {type(event).__name__}")
-    return mapper(event)
+    return [*mapper(event), *profile_facts(event)]
 
 
 def _map_alert(event: AlertReceived) -> list[Op]:
@@ -318,13 +319,23 @@ def _map_human(event: HumanMessage) -> list[Op]:
     return [InsertRow(_row(event, "human", event.row_content(), compact=event.compact, outside_round=True))]
 
 
+def _drop_unset(content: dict[str, Any], *keys: str) -> None:
+    """Optional fields appear in a row only when set, so rows written before them keep their bytes."""
+    for key in keys:
+        if content.get(key) is None:
+            content.pop(key, None)
+
+
 def _map_ai(event: AiMessage) -> list[Op]:
     _check_id_round(event)
     if event.tool_calls and event.round is None:
         raise MappingError(
             "ai message with tool_calls outside a round would be visible without its tool rows"
         )
-    content = event.model_dump(mode="json", include={"node", "text", "tool_calls", "model", "claims"})
+    content = event.model_dump(
+        mode="json", include={"node", "text", "tool_calls", "model", "claims", "failure", "raw_answer"}
+    )
+    _drop_unset(content, "failure", "raw_answer")
     return [_place(_row(event, "ai", content, call_ids=tuple(c.id for c in event.tool_calls)))]
 
 
@@ -349,8 +360,10 @@ def _map_tool(event: CompactedToolResult) -> list[Op]:
 def _map_judge(event: JudgeVerdict) -> list[Op]:
     _check_id_round(event)
     content = event.model_dump(
-        mode="json", include={"grounded", "questions", "graded_claims", "hypothesis_id", "model"}
+        mode="json",
+        include={"grounded", "questions", "graded_claims", "hypothesis_id", "model", "failure", "raw_answer"},
     )
+    _drop_unset(content, "failure", "raw_answer")
     return [_place(_row(event, "judge", content))]
 
 

@@ -15,6 +15,8 @@ import psycopg
 from psycopg import sql
 
 from schemas import read_model
+from schemas.row_description import clip as _clip
+from schemas.row_description import describe
 from schemas.tokens import count_value_tokens
 from services.runtime.checks import pg_error_text
 from services.runtime.errors import UserFacingError
@@ -29,37 +31,6 @@ class ShownRow:
     what: str
     raw_tokens: int
     context_tokens: int
-
-
-def describe(role: str, content: Any, compact: Any, tool: str | None) -> str:
-    """A short, human description of a row: what it is, not what it says in full."""
-    c = content if isinstance(content, dict) else {}
-    if role == "alert":
-        return f"alert {c.get('alertname', '?')} {c.get('service', '')} ({c.get('status', '?')})".strip()
-    if role == "human":
-        text = str(c.get("text", "")).replace("\n", " ")
-        prefix = "mention " if c.get("mention") else ""
-        return f"{prefix}{c.get('user', '?')}: {_clip(text, 44)}"
-    if role == "ai":
-        calls = c.get("tool_calls") or []
-        node = c.get("node", "ai")
-        if calls:
-            return f"{node}: calls {', '.join(call.get('name', '?') for call in calls)}"
-        return f"{node}: {_clip(str(c.get('text', '')).replace(chr(10), ' '), 44)}"
-    if role == "tool":
-        shrunk = " (re-rendered)" if isinstance(compact, dict) and compact.get("re_rendered") else ""
-        return f"{tool or 'tool'} digest{shrunk}"
-    if role == "judge":
-        if c.get("grounded"):
-            return "judge: grounded"
-        return f"judge: rejected, {len(c.get('questions') or [])} questions"
-    if role == "post":
-        return f"post: {c.get('kind', '?')}"
-    return role
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def to_shown(record: tuple[Any, ...]) -> ShownRow:

@@ -17,6 +17,7 @@ from psycopg import sql as pgsql
 from services.projector.plan import BatchResult, Items, Plan, Rejection, Target
 from services.projector.plan_copy import CopyPlan
 from services.projector.plan_in_order import InOrderPlan
+from services.projector.profile_store import profile_threads, split_profile_ops, write_profiles
 from services.projector.sql import NOTIFY_CHANNEL
 
 __all__ = [
@@ -81,7 +82,13 @@ def apply_batch(
     Raises psycopg errors as they come; the caller decides whether the batch or Postgres is at fault.
     """
     target = Target(group, topic, schema, list(partitions), next_offsets, notify, list(threads))
-    return choose_plan(items, plans).apply(conn, items, target)
+    split = [(k, split_profile_ops(ops)) for k, ops in items]
+    rows_items = [(k, rest) for k, (rest, _facts) in split]
+    result = choose_plan(rows_items, plans).apply(conn, rows_items, target)
+    rejected = {r.item for r in result.rejections}
+    facts = [f for k, (_rest, fs) in split if k not in rejected for f in fs]
+    write_profiles(conn, facts, profile_threads([(k, ops) for k, ops in items if k not in rejected]))
+    return result
 
 
 def notify_payload(schema: str, thread_ts: str, max_seq: int | None) -> str:

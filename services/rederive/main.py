@@ -20,8 +20,8 @@ from pathlib import Path
 import psycopg
 
 from schemas import topics
+from schemas.compact_diff import diff, render
 from services.rederive import switch as views_switch
-from services.rederive.diff import diff, render
 from services.rederive.names import DEFAULT_VIEWS_SCHEMA, Names, check_name, names_for
 from services.rederive.progress import committed, high_watermarks, projected, remaining
 from services.rederive.run import RunConfig, compactor_worker, rederive, run_record, write_json

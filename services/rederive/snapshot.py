@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import psycopg
 from psycopg import sql
 
-from services.rederive.diff import Row, Snapshot
+from schemas.compact_diff import Row, Snapshot
 from services.rederive.progress import high_watermarks
 from services.runtime.kafka import consumer_config
 from services.runtime.kafka_client import KafkaClient

@@ -19,13 +19,14 @@ from typing import Any
 
 from schemas.events import EventBase, ToolResult, Wake
 from schemas.ids import canonical_args_hash
+from schemas.row_description import describe
 from services.agent.config import AgentConfig, McpServer, default_cli
 from services.agent.context import ContextRow, IncidentState, LoadedContext, repair_dangling_tool_calls
 from services.agent.graph import RoundDeps, build_graph
 from services.agent.guard import guard_for
 from services.agent.mcp_client import McpToolbox
 from services.agent.preamble import Trigger, render_preamble
-from services.agent.round import alert_context, plan_round
+from services.agent.round import alert_context, plan_round, playbook_plan
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.agent.toolpath import CachedDigest, ToolPath
 from services.compactor.selector import default_selector
@@ -40,7 +41,7 @@ from services.projector.mapping import (
     UpsertState,
     map_event,
 )
-from services.projector.show import ShownRow, describe
+from services.projector.show import ShownRow
 from services.runtime.kafka_client import KafkaClient
 
 
@@ -158,7 +159,7 @@ class Seeded:
         emitter = Emitter(self.projection)
         ctx = self.projection.context(wake.thread_ts)
         now = datetime.now(UTC)
-        round_, plan = plan_round(ctx, self.config, now)
+        round_, plan = plan_round(ctx, self.config, now, wake.trigger_message_id)
         if plan.events:
             emitter.send(*plan.events)
             ctx = self.projection.context(wake.thread_ts)
@@ -184,6 +185,7 @@ class Seeded:
             tools=tools,
             emitter=emitter,  # type: ignore[arg-type]
             raw_reader=read_raw,
+            playbook=playbook_plan(ctx, toolbox) if wake.reason == "alert" else None,
         )
         await build_graph(deps).ainvoke({}, config={"recursion_limit": 4 * self.config.max_tool_turns + 10})
         self.calls.extend((round_, node, tokens) for node, tokens in deps.model_inputs)

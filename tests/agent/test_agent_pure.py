@@ -266,7 +266,7 @@ def test_local_judge_grades_by_index_with_a_reason_only_for_a_failure() -> None:
     # the cause cites what changed (a human) but no trace: rejected, with that one reason
     assert verdict["grounded"] is False
     assert verdict["graded_claims"] == [
-        {"claim": 0, "grounded": True},
+        {"claim": 0, "grounded": True, "reason": None},  # null: the strict answer schema requires the key
         {"claim": 1, "grounded": False, "reason": "no trace cited"},
     ]
     assert len(verdict["questions"]) == 1 and "span" in verdict["questions"][0]
@@ -277,7 +277,10 @@ def test_local_judge_grades_by_index_with_a_reason_only_for_a_failure() -> None:
     verdict = prompts.parse_json_answer(str(answer.content))
     assert verdict == {
         "grounded": True,
-        "graded_claims": [{"claim": 0, "grounded": True}, {"claim": 1, "grounded": True}],
+        "graded_claims": [
+            {"claim": 0, "grounded": True, "reason": None},
+            {"claim": 1, "grounded": True, "reason": None},
+        ],
         "questions": [],
     }
 

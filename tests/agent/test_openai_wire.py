@@ -144,6 +144,8 @@ def _unlabelled(row: Row, label: str) -> tuple[Any, ...]:
         if text is None:
             return None
         value = json.loads(text)
+        if isinstance(value, dict) and str(value.get("model")).startswith("playbook:"):
+            return value  # the playbook's turn: the same in both runs, no model wrote it
         if isinstance(value, dict) and "model" in value:
             assert value["model"] == label, (row.id, value["model"])
             value = {k: v for k, v in value.items() if k != "model"}
@@ -161,7 +163,9 @@ def test_the_seed_thread_through_chatopenai_commits_what_the_local_model_commits
     assert len(wire) == len(local) == 20
     assert [_unlabelled(r, MODEL) for r in wire] == [_unlabelled(r, MODEL_NAME) for r in local]
     labelled = [json.loads(r.content).get("model") for r in wire if r.role in ("ai", "judge", "post")]
-    assert labelled and set(labelled) == {MODEL}  # never presented as a real model's output
+    # never presented as a real model's output; the alert's first calls are the playbook's, labelled so
+    assert labelled and set(labelled) == {MODEL, "playbook:kube-oom"}
+    assert labelled.count("playbook:kube-oom") == 1
     # the same calls, the same input sizes (the tokens the graph counts before each call)
     assert both.wire.thread.calls == both.local.thread.calls
     # the compactor's selections: the same ids, by the stand-in's label
@@ -174,14 +178,35 @@ def test_the_seed_thread_through_chatopenai_commits_what_the_local_model_commits
 def test_every_model_call_of_the_thread_crossed_the_wire(both: Both) -> None:
     calls = both.calls
     assert calls and all(c.status == 200 for c in calls), [(c.status, c.error) for c in calls]
-    chat = [c for c in calls if "response_format" not in c.body]
-    selector = [c for c in calls if "response_format" in c.body]
-    # one request per model call the graph made: investigate x2, hypothesis, judge in each round
-    assert len(chat) == len(both.wire.thread.calls) == 8
+    selector = [c for c in calls if "Candidates (JSON lines)" in json.dumps(c.body["messages"])]
+    chat = [c for c in calls if c not in selector]
+    # one request per model call the graph made. Round 1: the alert's playbook made the tool calls
+    # (no model call), then investigate (done), hypothesis, judge; round 2: investigate x2, hypothesis, judge.
+    assert len(chat) == len(both.wire.thread.calls) == 7
     nodes = [node for _, node, _ in both.wire.thread.calls]
+    assert nodes == [
+        "investigate",
+        "hypothesis",
+        "judge",
+        "investigate",
+        "investigate",
+        "hypothesis",
+        "judge",
+    ]
     for call, node in zip(chat, nodes, strict=True):
         assert call.body["model"] == MODEL and call.body["stream"] is False
+        # every call is capped: OpenAI's name, and the legacy one local servers read
+        assert call.body["max_completion_tokens"] == call.body["max_tokens"] == 1024
         assert ("tools" in call.body) == (node == "investigate"), node
+        # the hypothesis and the judge ask for their schema, strict (OpenAI's structured outputs)
+        fmt = call.body.get("response_format")
+        if node == "investigate":
+            assert fmt is None
+        else:
+            assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True, node
+            assert (
+                fmt["json_schema"]["name"] == {"hypothesis": "HypothesisAnswer", "judge": "JudgeAnswer"}[node]
+            )
         assert call.response is not None
         assert call.response["model"] == MODEL and call.response["system_fingerprint"] == STANDIN
         if node == "judge":  # the judge's one input crossed the wire framed as data (invariant 13)
@@ -190,7 +215,7 @@ def test_every_model_call_of_the_thread_crossed_the_wire(both: Both) -> None:
             assert judged["content"].startswith(JUDGE_PREFIX + "<data ")
             payload = read_judge_input(judged["content"])
             assert payload is not None and payload["claims"], judged["content"][:200]
-    assert [c.response["choices"][0]["finish_reason"] for c in chat if c.response][:2] == [
+    assert [c.response["choices"][0]["finish_reason"] for c in chat if c.response][3:5] == [
         "tool_calls",
         "stop",
     ]

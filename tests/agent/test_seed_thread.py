@@ -135,7 +135,10 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
     assert post1[4]["kind"] == "questions"
     assert rows[19][4]["kind"] == "summary" and rows[18][4]["grounded"] is True
     assert rows[14][4]["tool_calls"][0]["name"] == "query_tempo"
-    assert all(r[4].get("model") in (None, "local-deterministic") for r in rows if isinstance(r[4], dict))
+    # round 1's first turn is the alert's playbook (its calls, before any model call), labelled as such
+    assert rows[1][4]["model"] == "playbook:kube-oom" and len(rows[1][4]["tool_calls"]) == 3
+    models = {r[0]: r[4].get("model") for r in rows if isinstance(r[4], dict)}
+    assert all(m in (None, "local-deterministic") for i, m in models.items() if i != rows[1][0])
 
     # Round 2's whole model input per call (messages with the preamble, plus the tool schemas
     # sent beside investigate) vs the raw the thread stands on.

@@ -23,8 +23,14 @@ K = "1773458070.545498"  # an alert's incident key: no channel
 
 
 class FakeSlack:
-    def __init__(self) -> None:
+    def __init__(self, private: frozenset[str] = frozenset()) -> None:
         self.messages: list[dict[str, Any]] = []
+        self.private = private
+        self.info_calls: list[str] = []
+
+    async def is_private(self, channel: str) -> bool | None:
+        self.info_calls.append(channel)
+        return channel in self.private
 
     async def find(self, channel: str, root_ts: str | None, post_id: str) -> str | None:
         for m in self.messages:
@@ -107,6 +113,19 @@ def test_an_alert_opens_its_thread_in_its_routed_channel_and_posts_reply_under_i
         (f"{K}:-:alert:0", "intent", True), (f"{K}:-:alert:0", "posted", True),
         (f"{K}:1:post:0", "intent", False), (f"{K}:1:post:0", "posted", False),
     ]  # fmt: skip
+
+
+def test_an_alert_root_records_whether_its_channel_is_private_asking_slack_once_per_channel() -> None:
+    slack, emitted = FakeSlack(private=frozenset({"C0PAY"})), list[EventBase]()
+    v = voice(slack, emitted)
+    other = "1773458999.000001"
+    play(v, alert(), alert(other), alert("1773459999.000001", team="search"))
+    roots = [(e.thread_ts, e.channel, e.channel_private) for e in emitted
+             if isinstance(e, SlackPostRecorded) and e.phase == "posted"]  # fmt: skip
+    assert roots == [(K, "C0PAY", True), (other, "C0PAY", True), ("1773459999.000001", "C0INCIDENTS", False)]
+    assert slack.info_calls == ["C0PAY", "C0INCIDENTS"]  # cached per channel
+    intents = [e.channel_private for e in emitted if isinstance(e, SlackPostRecorded) and e.phase == "intent"]
+    assert intents == [None, None, None]  # said on the outcome, asked before the post
 
 
 def test_a_post_waits_for_its_rounds_marker_and_a_dead_rounds_post_is_never_said() -> None:

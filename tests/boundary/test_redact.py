@@ -139,7 +139,10 @@ def test_facts_that_look_like_secrets_survive(text: str) -> None:
     ("key", "kind"),
     [
         ("db_password", "password"),
-        ("PGPASSWORD", None),  # one word: not split, so not guessed (the value rules still apply)
+        ("PGPASSWORD", "password"),  # one word ending in a secret's name
+        ("csrftoken", "token"),
+        ("AWS_SECRETACCESSKEY", "aws-secret-key"),
+        ("bypass", None),
         ("X-Auth-Token", "token"),
         ("clientSecret", "secret"),
         ("aws_secret_access_key", "aws-secret-key"),
@@ -256,3 +259,18 @@ def _shape(value: object) -> object:
     if isinstance(value, list):
         return [_shape(v) for v in value]
     return type(value).__name__
+
+
+def test_the_plugin_gate_lets_through_every_line_a_plugin_anchors() -> None:
+    """The one-scan gate is a superset of the per-plugin anchors: a plugin is never skipped by it."""
+    from services.boundary import redact
+
+    samples = [s for s, _, _ in SECRETS] + [
+        "AccountKey=abc", "x -us7 y", "sq0csp-abc EAAAE", "1234567890:AAH_abcdefghijklmnopqrstuvwxyz012345",
+        "AC0123456789abcdef0123456789abcdef", "pypi-AgEIcHlwaS5vcmc", "npm_abc _authToken", "k_live_x",
+        "MTIzNDU2Nzg5MDEyMzQ1Njc4OTAx.GabcDE.abcdefghijklmnopqrstuvwxyz0", "glpat-x", "secret = 'abc'",
+    ]  # fmt: skip
+    for line in samples:
+        anchored = any(a.holds(line, line.lower()) for _, anchors in redact._PLUGINS for a in anchors)
+        if anchored:
+            assert redact._PLUGIN_GATE.search(line), line

@@ -85,10 +85,14 @@ def test_the_largest_patterns_keep_their_times_and_the_one_offs_are_counted() ->
     patterns = out.compact["patterns"]
     assert out.tokens == count_value_tokens(out.compact) <= 300
     first_bad, last_bad = T0 + timedelta(seconds=25), T0 + timedelta(seconds=25 + 0.2 * 249)
-    assert patterns[0].startswith(f"250× {_hms(first_bad)}–{_hms(last_bad)} rejected "), patterns[0]
+    assert patterns[0].startswith(
+        f"250× {_hms(first_bad)}–{_hms(last_bad)} [container ingest only] rejected "
+    ), patterns[0]
     assert "bad_token" in patterns[0]
     first_missing, last_missing = T0 + timedelta(seconds=50), T0 + timedelta(seconds=50 + 44 / 3)
-    assert patterns[1].startswith(f"45× {_hms(first_missing)}–{_hms(last_missing)} rejected "), patterns[1]
+    assert patterns[1].startswith(
+        f"45× {_hms(first_missing)}–{_hms(last_missing)} [container ingest only] rejected "
+    ), patterns[1]
     assert "missing_field" in patterns[1]
     for pattern in patterns:
         assert TIMED.match(pattern), pattern  # every kept pattern, not only the largest

@@ -50,8 +50,12 @@ def test_seed_loki_compacts_to_300_with_every_fact() -> None:
     assert DEFAULT_BUDGETS["query_loki"] <= 300
     assert out.tokens <= 300
     patterns = out.compact["patterns"]
-    assert patterns[0] == "198× 03:12:44–03:14:01 FATAL ERROR: JS heap out of memory"  # errors first
-    assert any(p.startswith("3× 03:12:46–03:14:02 Warning OOMKilled pod/checkout-api-") for p in patterns)
+    assert patterns[0] == (  # errors first, with the two pods (of the app's four) they came from
+        "198× 03:12:44–03:14:01 [2 of 4 pods: checkout-api-7d9f8b6c5-{m8p3z,x2k4q}] FATAL ERROR: JS heap out of memory"
+    )
+    # the exporter's OOMKilled events: counted and named (their times are the pod events' digest's;
+    # here they go before the larger patterns' times at the default budget)
+    assert any(p.startswith("3× ") and "OOMKilled" in p for p in patterns)
     assert any(p.startswith("21× ") and p.endswith("payload cache size=48211 evictions=0") for p in patterns)
     assert out.compact["summary"] == "412 lines, 6 patterns (fatal 198, warn 3, info 211)"
     assert out.compact["window"] == "2026-03-14 03:00:04–03:14:08Z"

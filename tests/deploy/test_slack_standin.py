@@ -528,3 +528,18 @@ def test_no_service_imports_the_standin() -> None:
         if "deploy.local.slack_standin" in imported_modules(path)
     ]
     assert offenders == []
+
+
+def test_conversations_info_answers_whether_a_channel_is_private_through_the_posters_client() -> None:
+    from services.agent.voice.slack_api import SlackWeb
+
+    with running(channels=[CHANNEL], private_channels=["C0SECRET1"]) as standin:
+        answer = sync_web(standin).conversations_info(channel="C0SECRET1")
+        assert answer["channel"]["id"] == "C0SECRET1" and answer["channel"]["is_private"] is True
+        assert api_error(lambda: sync_web(standin).conversations_info(channel="C0NOPE")).response[
+            "error"
+        ] == ("channel_not_found")
+        poster = SlackWeb(web(standin))
+        assert run(poster.is_private(CHANNEL)) is False
+        assert run(poster.is_private("C0SECRET1")) is True
+        assert run(poster.is_private("C0NOPE")) is None  # Slack would not say: recall fails closed

@@ -41,6 +41,7 @@ from services.projector.mapping import (
     UpsertState,
     map_event,
 )
+from services.projector.profile_facts import ProfileFact
 
 T = "1710406800.000100"
 
@@ -120,8 +121,9 @@ def test_alert_upserts_state_and_keeps_opened_at() -> None:
 def test_human_turn_is_round_null_even_if_the_event_names_a_round() -> None:
     human = next(e for e in synthetic_thread(T) if e.type == "human_message")  # type: ignore[attr-defined]
     moved = human.model_copy(update={"round": 3})
-    (op,) = map_event(moved)
+    op, fact = map_event(moved)  # the row, and the fact it adds to the incident's profile
     assert isinstance(op, InsertRow) and op.row.round is None
+    assert isinstance(fact, ProfileFact) and not fact.in_round
 
 
 def test_ai_with_tool_calls_outside_a_round_is_refused() -> None:

@@ -65,6 +65,9 @@ def snapshot(conn: psycopg.Connection, schema: str) -> dict[str, list[tuple[obje
         "incident_state": "SELECT * FROM {}.incident_state ORDER BY thread_ts",
         "tool_digest_cache": "SELECT * FROM {}.tool_digest_cache ORDER BY 1, 2, 3",
         "projector_offsets": "SELECT * FROM {}.projector_offsets ORDER BY 1, 2, 3",
+        "incident_profile_facts": "SELECT * FROM {}.incident_profile_facts ORDER BY 1, 2",
+        "incident_profiles": "SELECT * FROM {}.incident_profiles ORDER BY thread_ts",
+        "incident_signature_counts": "SELECT * FROM {}.incident_signature_counts WHERE n <> 0 ORDER BY key",
     }
     out = {name: conn.execute(sql.format(f'"{schema}"')).fetchall() for name, sql in q.items()}
     conn.commit()
@@ -117,6 +120,9 @@ def test_replay_into_a_fresh_schema_equals_the_live_projection(
         assert original["round_staging"]  # the dead round stays staged, in both
         for name in original:
             assert replayed[name] == original[name], name
+        profiles = {p[0]: p for p in original["incident_profiles"]}
+        assert set(profiles) == {"1710500001.000100", "1710500002.000100"}  # and rebuilt identically
+        assert profiles["1710500001.000100"][1] == "HighErrorRate"
         rerendered = {r[0]: r for r in replayed["agent_messages"]}[
             message_id("1710500001.000100", 1, "tools", 0)
         ]

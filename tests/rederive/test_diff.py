@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from services.rederive.diff import Row, Snapshot, diff, facts, lost_facts, render
+from schemas.compact_diff import Row, Snapshot, diff, facts, lost_facts, render
 
 T1, T2 = "1712000000.000100", "1712000001.000100"
 LOKI = {

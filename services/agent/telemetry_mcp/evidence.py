@@ -1,4 +1,5 @@
-"""`get_evidence(id)`: the raw `content` of one agent_messages row, verbatim (invariant 5).
+"""`get_evidence(id)`: the raw `content` of one agent_messages row, read verbatim (invariant 5); the
+server redacts it before it leaves (invariant 13).
 
 The judge of a round grades claims against tool rows of that same round, which
 the projector holds in round_staging until the round commits (invariant 3), so a

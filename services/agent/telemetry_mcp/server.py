@@ -2,7 +2,9 @@
 
 Every tool answers with the back end's raw JSON, verbatim, as text content (and as
 structured content when it is an object), because the compactor downstream needs
-the real systems' own formats and `get_evidence` must hand back exactly what was stored.
+the real systems' own formats. `get_evidence` hands back what was stored with its credentials
+redacted (typed markers; services/boundary/redact.py), as are the tools' error messages: both go
+to a model (invariant 13).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from services.agent.telemetry_mcp.backends import Backend, Raw, make_backend
 from services.agent.telemetry_mcp.config import TelemetryConfig
 from services.agent.telemetry_mcp.evidence import EvidenceNotFound, EvidenceStore, EvidenceUnavailable
 from services.agent.telemetry_mcp.scoping import ScopeRefused, ThreadScopes, checked_meta
+from services.agent.telemetry_mcp.thread_search import BadSearch, ThreadSearch, ThreadSearchUnavailable
 from services.agent.telemetry_mcp.timeparse import TimeArgError
 from services.agent.telemetry_mcp.wire import ToolArgError, UpstreamError
+from services.boundary.redact import redact_text, redact_value
 from services.boundary.scope import Checked, ScopePolicy
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import configure_logging
@@ -33,8 +37,24 @@ from services.runtime.logs import configure_logging
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "incident-memory-telemetry"
-TOOL_NAMES = ("query_loki", "query_prometheus", "query_tempo", "get_pod_events", "get_evidence")
-EXPECTED = (ToolArgError, TimeArgError, UpstreamError, EvidenceNotFound, EvidenceUnavailable, ScopeRefused)
+TOOL_NAMES = (
+    "query_loki",
+    "query_prometheus",
+    "query_tempo",
+    "get_pod_events",
+    "get_evidence",
+    "search_thread",
+)
+EXPECTED = (
+    ToolArgError,
+    TimeArgError,
+    UpstreamError,
+    EvidenceNotFound,
+    EvidenceUnavailable,
+    ScopeRefused,
+    BadSearch,
+    ThreadSearchUnavailable,
+)
 
 Time = Annotated[str, Field(description="RFC 3339 or Unix s/ns")]
 # Required unless the server runs --unscoped (recorded back end only); the agent sets it, not the model.
@@ -53,8 +73,8 @@ async def _guard(call: Callable[[], Awaitable[CallToolResult]]) -> CallToolResul
     """Turn anticipated failures into tool errors with their one-line reason."""
     try:
         return await call()
-    except EXPECTED as exc:
-        raise ToolError(str(exc)) from exc
+    except EXPECTED as exc:  # an upstream's URL or answer may carry a credential: redacted
+        raise ToolError(redact_text(str(exc))) from exc
 
 
 def build_server(
@@ -68,6 +88,7 @@ def build_server(
     """
     chosen: Backend = backend if backend is not None else make_backend(config)
     evidence = EvidenceStore(config.dsn, config.schema, config.timeout_s)
+    threads = ThreadSearch(config.dsn, config.schema, config.timeout_s)
     scopes = ThreadScopes(config.dsn, config.schema, policy or policy_from_env(), config.timeout_s)
 
     async def checked(thread: str | None, tool: str, args: dict[str, Any]) -> Checked:
@@ -163,15 +184,31 @@ def build_server(
         id: Annotated[str, Field(description="evidence id, thread_ts:round:node:i")],
         thread: Thread = None,
     ) -> CallToolResult:
-        """The raw content of one stored message of the thread (a tool result, alert, human turn...)."""
+        """The raw content of one stored message of the thread (a tool result, alert, human turn...),
+        credentials redacted."""
 
         async def fetch() -> CallToolResult:
             if not thread and not config.unscoped:
                 raise ScopeRefused("get_evidence refused: name the thread whose evidence this is")
             row = await evidence.get(id, thread or None)
-            return result_of(Raw.of(row.content), {"incident_memory/evidence": row.meta()})
+            # the raw at rest is verbatim; what leaves is redacted (invariant 13)
+            return result_of(Raw.of(redact_value(row.content)), {"incident_memory/evidence": row.meta()})
 
         return await _guard(fetch)
+
+    @app.tool()
+    async def search_thread(
+        query: Annotated[str, Field(description="words to find in the thread's messages")],
+        thread: Thread = None,
+    ) -> CallToolResult:
+        """Full-text search over this thread's human messages: ids, authors, times, their own words."""
+
+        async def found() -> CallToolResult:
+            if not thread:  # never unscoped: a search names the one thread it reads
+                raise ScopeRefused("search_thread refused: name the thread whose messages to search")
+            return result_of(Raw.of(await threads.search(thread, query)))
+
+        return await _guard(found)
 
     return app
 

@@ -34,6 +34,8 @@ def post_blocks(post: ThreadPost) -> tuple[str, list[dict[str, Any]]]:
     if post.kind == "summary":
         title = f"*Summary* — {lines[0]}"
         body = "\n".join(lines[1:])
+    elif post.kind == "failure":
+        title, body = "*This round did not finish*", post.text
     else:
         title = "*Questions before I conclude*"
         body = "\n".join(line for line in lines[1:] if line.strip()) or post.text
@@ -44,7 +46,8 @@ def post_blocks(post: ThreadPost) -> tuple[str, list[dict[str, Any]]]:
             "elements": [{"type": "mrkdwn", "text": f"{escape(author(post.model))} · round {post.round}"}],
         },
     ]
-    return _clip(f"{'Summary' if post.kind == 'summary' else 'Questions'}: {lines[0]}", 300), blocks
+    label = {"summary": "Summary", "failure": "Round failed"}.get(post.kind, "Questions")
+    return _clip(f"{label}: {lines[0]}", 300), blocks
 
 
 def alert_blocks(alert: AlertReceived) -> tuple[str, list[dict[str, Any]]]:

@@ -30,6 +30,7 @@ from schemas.events import AlertReceived, EventBase, RoundCommitted, SlackPostRe
 from schemas.ids import split_thread_key, voice_id
 from services.agent.voice.blocks import alert_blocks, metadata, post_blocks
 from services.agent.voice.routing import route
+from services.boundary.redact import redact_text, redact_value
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.voice")
@@ -58,6 +59,10 @@ class Slack(Protocol):
         blocks: list[dict[str, Any]],
         meta: dict[str, Any],
     ) -> Awaitable[str]: ...
+
+    def is_private(self, channel: str) -> Awaitable[bool | None]:
+        """Whether a channel is private (`conversations.info`); None when Slack would not say."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,7 @@ class Voice:
         self.pending: dict[str, ThreadPost] = {}  # posts whose round's marker has not come yet
         self.done: dict[str, str] = {}  # post id -> Slack ts, what this process recorded
         self.roots: dict[str, tuple[str, str]] = {}  # incident key -> its Slack thread
+        self.privacy: dict[str, bool | None] = {}  # channel -> is_private, asked once per process
         self.outcome = Outcome()
 
     async def handle(self, event: EventBase) -> None:
@@ -165,19 +171,29 @@ class Voice:
         if known is not None:
             self.done[d.post_id] = known
             return known
+        # Asked before the post, so nothing but the record follows Slack's answer (a root only).
+        private = await self._channel_private(d.channel) if d.thread_ts is None else None
         found = await self.slack.find(d.channel, d.thread_ts, d.post_id)
         if found is not None:  # posted by a poster that died before its record
-            await self._record(d, "found", found)
+            await self._record(d, "found", found, private)
             self.outcome.found.append(d.post_id)
             return found
-        await self._record(d, "intent", None)
-        ts = await self.slack.post(d.channel, d.thread_ts, d.text, d.blocks, metadata(d.post_id, d.thread))
-        await self._record(d, "posted", ts)
+        await self._record(d, "intent", None, None)
+        # The last step before Slack: whatever built the text, no credential is posted (invariant 13).
+        text, blocks = redact_text(d.text), redact_value(d.blocks)
+        ts = await self.slack.post(d.channel, d.thread_ts, text, blocks, metadata(d.post_id, d.thread))
+        await self._record(d, "posted", ts, private)
         self.outcome.posted.append(d.post_id)
         log.info("posted", extra=about(d.thread, d.post_id, channel=d.channel, slack_ts=ts))
         return ts
 
-    async def _record(self, d: Delivery, phase: str, ts: str | None) -> None:
+    async def _channel_private(self, channel: str) -> bool | None:
+        """Where an alert-opened incident may be seen (invariant 14): asked of Slack once per channel."""
+        if channel not in self.privacy:
+            self.privacy[channel] = await self.slack.is_private(channel)
+        return self.privacy[channel]
+
+    async def _record(self, d: Delivery, phase: str, ts: str | None, private: bool | None) -> None:
         await self.emit(
             SlackPostRecorded(
                 thread_ts=d.thread,
@@ -189,6 +205,7 @@ class Voice:
                 channel=d.channel,
                 slack_ts=ts,
                 root=d.thread_ts is None,
+                channel_private=private,
             )
         )
         if ts is not None:

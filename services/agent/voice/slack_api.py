@@ -98,6 +98,19 @@ class SlackWeb:
                 return None
         return None
 
+    async def is_private(self, channel: str) -> bool | None:
+        """`conversations.info`'s `is_private` (scopes `channels:read`, `groups:read`); None if Slack
+        refuses (a missing scope, say): recall then treats the incident as private (it fails closed)."""
+        try:
+            answer = await self.web.conversations_info(channel=channel)
+        except SlackApiError as exc:
+            log.warning(
+                "conversations.info refused: %s", exc.response.get("error"), extra={"channel": channel}
+            )
+            return None
+        found = (answer.get("channel") or {}).get("is_private")
+        return found if isinstance(found, bool) else None
+
     async def post(
         self,
         channel: str,

@@ -1,4 +1,5 @@
-"""What a re-derivation changed: two read snapshots in, a report out. Pure (no I/O), so it is tested alone.
+"""What a re-derivation changed: two read snapshots in, a report out. Pure (no I/O), so it is tested alone;
+below the services so `rederive` prints it and the review page shows it (services/review).
 
 Per thread and in total: the tokens in context before and after; the rows whose compact changed;
 the rows missing from, or new in, the new projection; the facts an old compact held that the new one

@@ -1,0 +1,181 @@
+"""Recall: the incidents like this one, and why, read from the projected profiles (invariant 14).
+
+Visibility is enforced twice: the SQL reads only profiles of channels the thread may see, and
+`may_see` checks every hit again before it is returned. A thread sees incidents of its own channel,
+and of channels the operator maps together with it (`RECALL_CHANNEL_GROUPS`), except that an
+incident of a private channel is seen in that channel only. An incident whose channel is not on
+record is seen nowhere: visibility fails closed. The channel is always the thread's own, read from
+its profile: no caller may name another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+import psycopg
+
+from schemas.recall_scoring import RARE_SHARE, Candidate, Hit, Rarity, rank
+
+GROUPS_ENV: Final = "RECALL_CHANNEL_GROUPS"
+CANDIDATES: Final = 120  # from rare patterns; half as many by alert and service, a quarter by reasons
+OPEN_AT_MOST: Final = "7 days"  # an incident opened longer ago than this is not looked at as concurrent
+PICK_FLOOR: Final = 50  # incidents a key may be seen in and still pick candidates, whatever the share
+RARE_SIGNATURES: Final = 12  # the query's rarest patterns that pick candidates
+
+
+class RecallError(ValueError):
+    """A recall that cannot run (unknown thread, bad setting); the message is one line."""
+
+
+def channel_groups(raw: str | None = None) -> tuple[frozenset[str], ...]:
+    """The operator's channel groups, e.g. `[["C0PAY", "C0CHECKOUT"]]` (none by default)."""
+    text = os.environ.get(GROUPS_ENV, "") if raw is None else raw
+    if not text.strip():
+        return ()
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise RecallError(f"{GROUPS_ENV}: not JSON ({exc})") from None
+    if not isinstance(value, list) or not all(
+        isinstance(g, list) and all(isinstance(c, str) and c for c in g) for g in value
+    ):
+        raise RecallError(f"{GROUPS_ENV}: expected a list of lists of channel ids")
+    return tuple(frozenset(g) for g in value)
+
+
+def visible_channels(own: str | None, groups: Iterable[frozenset[str]]) -> list[str]:
+    if own is None:
+        return []
+    seen = {own}
+    for group in groups:
+        if own in group:
+            seen |= group
+    return sorted(seen)
+
+
+def may_see(
+    own: str | None, other_channel: str | None, other_private: bool, groups: Iterable[frozenset[str]]
+) -> bool:
+    """Whether a thread in channel `own` may be shown an incident of `other_channel`."""
+    if own is None or other_channel is None:
+        return False
+    if other_channel == own:
+        return True
+    return not other_private and other_channel in visible_channels(own, groups)
+
+
+_COLUMNS = """thread_ts, alertname, service, namespace, cluster, severity, channel, private,
+    extract(epoch FROM opened_at)::float8, extract(epoch FROM resolved_at)::float8, patterns, error_patterns,
+    reasons, shapes, tsvector_to_array(discussion_tsv), decisions, claims"""
+
+_ONE = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = %s"
+
+# Candidates: sharing one of the query's rarest patterns, or recent ones with its alert and service, or with
+# its pod reasons, or open around the time it opened (concurrent recall is by time first, cause second);
+# each source bounded, all confined to the channels the thread may see.
+_VISIBLE = (
+    "channel = ANY(%(channels)s::text[]) AND (NOT private OR channel = %(own)s) AND thread_ts <> %(thread)s"
+)
+_CANDIDATES = f"""
+SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts IN (
+    (SELECT thread_ts FROM incident_profiles WHERE signatures && %(rare)s::text[] AND {_VISIBLE}
+     ORDER BY opened_at DESC LIMIT {CANDIDATES})
+    UNION (SELECT thread_ts FROM incident_profiles WHERE alertname = %(alertname)s AND service = %(service)s
+           AND {_VISIBLE} ORDER BY opened_at DESC LIMIT {CANDIDATES // 2})
+    UNION (SELECT thread_ts FROM incident_profiles WHERE reason_keys && %(reasons)s::text[] AND {_VISIBLE}
+           ORDER BY opened_at DESC LIMIT {CANDIDATES // 4})
+    UNION (SELECT thread_ts FROM incident_profiles
+           WHERE opened_at BETWEEN to_timestamp(%(opened)s) - interval '1 hour' - %(longest)s::interval
+                               AND to_timestamp(%(opened)s) + interval '1 hour'
+             AND (resolved_at IS NULL OR resolved_at >= to_timestamp(%(opened)s) - interval '1 hour')
+             AND {_VISIBLE} ORDER BY opened_at DESC LIMIT {CANDIDATES})
+)
+"""
+
+_COUNTS = "SELECT key, n FROM incident_signature_counts WHERE key = ANY(%s::text[])"
+
+
+def candidate_of(row: Sequence[Any]) -> Candidate:
+    (thread, alertname, service, namespace, cluster, severity, channel, private, opened, resolved,
+     patterns, errors, reasons, shapes, lexemes, decisions, claims) = row  # fmt: skip
+    return Candidate(
+        thread_ts=thread,
+        labels={
+            "alertname": alertname,
+            "service": service,
+            "namespace": namespace,
+            "cluster": cluster,
+            "severity": severity,
+        },
+        channel=channel,
+        private=bool(private),
+        opened_at=opened,
+        resolved_at=resolved,
+        patterns=dict(patterns or {}),
+        error_patterns=frozenset(errors or ()),
+        reasons=dict(reasons or {}),
+        shapes=frozenset(shapes or ()),
+        lexemes=frozenset(lexemes or ()),
+        decisions=tuple(decisions or ()),
+        claims=tuple(claims or ()),
+    )
+
+
+def load_profile(conn: psycopg.Connection, thread: str) -> Candidate:
+    row = conn.execute(_ONE, (thread,)).fetchone()
+    if row is None:
+        raise RecallError(f"no incident profile for thread {thread!r}")
+    return candidate_of(row)
+
+
+def _rarity(conn: psycopg.Connection, q: Candidate) -> Rarity:
+    """IDF from the counts the projector keeps (never a count over all profiles at query time)."""
+    keys = [*q.patterns, *(f"reason:{r}" for r in q.reasons), "#incidents"]
+    counts = {k: int(n) for k, n in conn.execute(_COUNTS, (sorted(keys),)).fetchall()}
+    return Rarity(counts.pop("#incidents", 1), counts)
+
+
+def _rare(rarity: Rarity, keys: Iterable[str]) -> list[str]:
+    """The query's keys seen in at most RARE_SHARE of incidents, rarest first: the ones that pick candidates
+    (a common one would pick half the table and say nothing)."""
+    most = max(RARE_SHARE * rarity.total, PICK_FLOOR)  # in a small history every key is worth a look
+    rare = [k for k in keys if rarity.df.get(k, 1) <= most]
+    return sorted(rare, key=lambda k: (-rarity.idf(k), k))[:RARE_SIGNATURES]
+
+
+def recall(
+    conn: psycopg.Connection,
+    thread: str,
+    *,
+    k: int = 5,
+    groups: Sequence[frozenset[str]] = (),
+    now: datetime | None = None,
+) -> list[Hit]:
+    """Concurrent and historical incidents like `thread`, each with its reasons, visible to its channel."""
+    q = load_profile(conn, thread)
+    channels = visible_channels(q.channel, groups)
+    if not channels:
+        return []
+    rarity = _rarity(conn, q)
+    rare = _rare(rarity, q.patterns)
+    reasons = _rare(rarity, [f"reason:{r}" for r in q.reasons])
+    params: Mapping[str, Any] = {
+        "channels": channels, "own": q.channel, "thread": thread, "rare": rare, "reasons": [r.removeprefix("reason:") for r in reasons],
+        "opened": q.opened_at, "longest": OPEN_AT_MOST,
+        "alertname": q.labels.get("alertname"), "service": q.labels.get("service"),
+    }  # fmt: skip
+    found = [candidate_of(r) for r in conn.execute(_CANDIDATES, params).fetchall()]
+    allowed = [c for c in found if may_see(q.channel, c.channel, c.private, groups)]
+    if now is not None and q.opened_at is None:
+        q = Candidate(**{**q.__dict__, "opened_at": now.timestamp()})
+    return rank(q, sorted(allowed, key=lambda c: c.thread_ts), rarity, k=k)
+
+
+def hits_json(hits: Sequence[Hit]) -> list[dict[str, Any]]:
+    return [
+        {"thread": h.thread_ts, "kind": h.kind, "score": h.score, "reasons": list(h.reasons)} for h in hits
+    ]

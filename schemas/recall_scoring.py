@@ -1,0 +1,189 @@
+"""How alike two incidents are, and why: pure scoring over profiles (no I/O, no clock).
+
+The score combines, with fixed weights (a look-alike's labels never outweigh different patterns):
+- pattern signatures: a weighted Jaccard where each skeleton weighs its rarity across incidents
+  (IDF), error-or-worse skeletons twice, so "connection refused" everywhere says little and
+  `js heap out of memory` says much;
+- pod-event reasons, weighted the same way; series shapes; the discussion's words (Jaccard of
+  full-text lexemes); and the alert's labels (alert name, service, namespace, cluster, severity).
+Each hit carries its reasons, in words a responder reads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+WEIGHTS: Final = {"patterns": 0.5, "reasons": 0.15, "shapes": 0.05, "text": 0.1, "labels": 0.2}
+LABEL_WEIGHTS: Final = {"alertname": 0.35, "service": 0.35, "namespace": 0.1, "cluster": 0.1, "severity": 0.1}
+ERROR_FACTOR: Final = 2.0
+# Concurrent recall: the share of the query's cause signature (error patterns and reasons, by
+# rarity) another open incident must hold to be called part of the same outage.
+CAUSE_SHARE: Final = 0.5
+# ...or one shared error pattern this rare (seen in at most this share of all incidents) suffices.
+RARE_SHARE: Final = 0.1
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A profile as recall reads it."""
+
+    thread_ts: str
+    labels: Mapping[str, str | None]
+    channel: str | None
+    private: bool
+    opened_at: float | None  # epoch seconds
+    resolved_at: float | None
+    patterns: Mapping[str, int]
+    error_patterns: frozenset[str]
+    reasons: Mapping[str, int]
+    shapes: frozenset[str]
+    lexemes: frozenset[str]
+    decisions: tuple[str, ...] = ()
+    claims: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Hit:
+    thread_ts: str
+    kind: str  # "concurrent" | "historical"
+    score: float
+    reasons: tuple[str, ...]
+    parts: Mapping[str, float] = field(default_factory=dict)
+
+
+class Rarity:
+    """IDF of signatures over all incidents: log(1 + N / df)."""
+
+    def __init__(self, total: int, df: Mapping[str, int]) -> None:
+        self.total = max(1, total)
+        self.df = df
+
+    def idf(self, key: str) -> float:
+        return math.log(1.0 + self.total / max(1, self.df.get(key, 1)))
+
+
+def _weight(key: str, rarity: Rarity, errors: frozenset[str]) -> float:
+    return rarity.idf(key) * (ERROR_FACTOR if key in errors else 1.0)
+
+
+def weighted_jaccard(a: Sequence[str], b: Sequence[str], rarity: Rarity, errors: frozenset[str]) -> float:
+    union = set(a) | set(b)
+    if not union:
+        return 0.0
+    shared = set(a) & set(b)
+    return sum(_weight(k, rarity, errors) for k in shared) / sum(_weight(k, rarity, errors) for k in union)
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    union = a | b
+    return len(a & b) / len(union) if union else 0.0
+
+
+def label_score(q: Mapping[str, str | None], c: Mapping[str, str | None]) -> float:
+    return sum(w for k, w in LABEL_WEIGHTS.items() if q.get(k) and q.get(k) == c.get(k))
+
+
+def score(q: Candidate, c: Candidate, rarity: Rarity) -> dict[str, float]:
+    errors = q.error_patterns | c.error_patterns
+    return {
+        "patterns": weighted_jaccard(list(q.patterns), list(c.patterns), rarity, errors),
+        "reasons": weighted_jaccard(_reason_keys(q), _reason_keys(c), rarity, frozenset()),
+        "shapes": jaccard(q.shapes, c.shapes),
+        "text": jaccard(q.lexemes, c.lexemes),
+        "labels": label_score(q.labels, c.labels),
+    }
+
+
+def _reason_keys(c: Candidate) -> list[str]:
+    return [f"reason:{r}" for r in c.reasons]  # the rarity of a reason is counted under this key
+
+
+def total(parts: Mapping[str, float]) -> float:
+    return round(sum(WEIGHTS[k] * v for k, v in parts.items()), 4)
+
+
+def cause_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
+    """How much of the query's cause signature (its error patterns and pod reasons) the other holds."""
+    mine = set(q.error_patterns) | set(_reason_keys(q))
+    theirs = set(c.error_patterns) | set(_reason_keys(c))
+    if not mine:
+        return 0.0
+    weigh = rarity.idf
+    return sum(weigh(k) for k in mine & theirs) / sum(weigh(k) for k in mine)
+
+
+def shares_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
+    """Same cause signature: a shared rare error pattern, or most of the query's errors and reasons."""
+    rare = any(rarity.df.get(k, 1) <= RARE_SHARE * rarity.total for k in q.error_patterns & c.error_patterns)
+    return rare or cause_share(q, c, rarity) >= CAUSE_SHARE
+
+
+def overlaps(q: Candidate, c: Candidate, window_s: float) -> bool:
+    """Whether `c` was open at any time in the hour before `q` opened (or is open still)."""
+    if q.opened_at is None or c.opened_at is None:
+        return False
+    start = q.opened_at - window_s
+    end_c = c.resolved_at if c.resolved_at is not None else math.inf
+    return c.opened_at <= q.opened_at + window_s and end_c >= start
+
+
+def explain(q: Candidate, c: Candidate, parts: Mapping[str, float], rarity: Rarity) -> tuple[str, ...]:
+    """The reasons of a hit, most telling first."""
+    out: list[str] = []
+    same = [
+        k
+        for k in ("alertname", "service", "namespace", "cluster")
+        if q.labels.get(k) and q.labels.get(k) == c.labels.get(k)
+    ]
+    if same:
+        out.append("same " + ", ".join(same))
+    shared_err = sorted(q.error_patterns & c.error_patterns, key=lambda k: (-rarity.idf(k), k))
+    if shared_err:
+        top = shared_err[0]
+        out.append(
+            f"{len(shared_err)} of {len(q.error_patterns)} error patterns shared "
+            f"(`{top}` x{q.patterns.get(top, 0)} here, x{c.patterns.get(top, 0)} there)"
+        )
+    shared = set(q.patterns) & set(c.patterns)
+    if len(shared) > len(shared_err):
+        out.append(f"{len(shared)} of {len(q.patterns)} log patterns shared")
+    reasons = sorted(set(q.reasons) & set(c.reasons))
+    if reasons:
+        out.append("pod events: " + ", ".join(f"{r} x{c.reasons[r]}" for r in reasons[:3]))
+    shapes = sorted(q.shapes & c.shapes)
+    if shapes:
+        out.append("series: " + ", ".join(shapes[:3]))
+    if parts.get("text", 0.0) >= 0.2:
+        out.append(f"discussion alike ({parts['text']:.2f})")
+    if c.decisions:
+        out.append("resolved by: " + c.decisions[-1])
+    return tuple(out)
+
+
+def rank(
+    q: Candidate,
+    candidates: Sequence[Candidate],
+    rarity: Rarity,
+    *,
+    k: int = 5,
+    window_s: float = 3600.0,
+) -> list[Hit]:
+    """Concurrent hits (open within the window, sharing the cause) first, then the k most similar past ones."""
+    concurrent: list[Hit] = []
+    historical: list[Hit] = []
+    for c in candidates:
+        if c.thread_ts == q.thread_ts:
+            continue
+        parts = score(q, c, rarity)
+        value = total(parts)
+        if overlaps(q, c, window_s):
+            if shares_cause(q, c, rarity):
+                concurrent.append(Hit(c.thread_ts, "concurrent", value, explain(q, c, parts, rarity), parts))
+            continue  # an open, unrelated incident is not history yet
+        if value > 0 and (c.opened_at is None or q.opened_at is None or c.opened_at < q.opened_at):
+            historical.append(Hit(c.thread_ts, "historical", value, explain(q, c, parts, rarity), parts))
+    order = lambda h: (-h.score, h.thread_ts)  # noqa: E731
+    return sorted(concurrent, key=order) + sorted(historical, key=order)[:k]

@@ -1,0 +1,158 @@
+"""Incident profiles in Postgres: facts stored with the rows, each touched profile rebuilt from them.
+
+Called by `store.apply_batch` inside the batch's transaction, after the plan has written the rows,
+so a profile changes with the rows that explain it and never ahead of them; the rebuild reads only
+facts whose event is visible (a round's facts wait for its marker, invariant 3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import UTC
+from typing import Any
+
+import psycopg
+
+from schemas.canonical import canonical_json
+from schemas.incident_profile import Fact, Profile, build_profile
+from services.projector.mapping import CommitRound, Op
+from services.projector.profile_facts import ProfileFact
+
+INSERT_FACTS = """
+INSERT INTO incident_profile_facts (thread_ts, source_id, kind, in_round, at, facts)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::boolean[], %s::timestamptz[], %s::jsonb[])
+ON CONFLICT (thread_ts, source_id) DO NOTHING
+"""
+
+VISIBLE_FACTS = """
+SELECT f.thread_ts, f.source_id, f.kind, f.at, f.facts
+FROM incident_profile_facts f LEFT JOIN agent_messages m ON f.in_round AND m.id = f.source_id
+WHERE f.thread_ts = ANY(%s::text[]) AND (NOT f.in_round OR m.id IS NOT NULL)
+ORDER BY f.thread_ts, f.source_id
+"""
+
+UPSERT_PROFILE = """
+INSERT INTO incident_profiles (thread_ts, alertname, service, namespace, cluster, severity, channel, private,
+    opened_at, resolved_at, patterns, signatures, error_patterns, reasons, reason_keys, shapes, claims,
+    decisions, discussion, discussion_tsv, profile_sha256)
+VALUES (%(thread_ts)s, %(alertname)s, %(service)s, %(namespace)s, %(cluster)s, %(severity)s, %(channel)s,
+    %(private)s, %(opened_at)s, %(resolved_at)s, %(patterns)s::jsonb, %(signatures)s, %(error_patterns)s,
+    %(reasons)s::jsonb, %(reason_keys)s, %(shapes)s, %(claims)s, %(decisions)s, %(discussion)s,
+    to_tsvector('english', %(discussion)s), %(sha)s)
+ON CONFLICT (thread_ts) DO UPDATE SET
+    alertname = EXCLUDED.alertname, service = EXCLUDED.service, namespace = EXCLUDED.namespace,
+    cluster = EXCLUDED.cluster, severity = EXCLUDED.severity, channel = EXCLUDED.channel,
+    private = EXCLUDED.private, opened_at = EXCLUDED.opened_at, resolved_at = EXCLUDED.resolved_at,
+    patterns = EXCLUDED.patterns, signatures = EXCLUDED.signatures, error_patterns = EXCLUDED.error_patterns,
+    reasons = EXCLUDED.reasons, reason_keys = EXCLUDED.reason_keys, shapes = EXCLUDED.shapes,
+    claims = EXCLUDED.claims, decisions = EXCLUDED.decisions, discussion = EXCLUDED.discussion,
+    discussion_tsv = EXCLUDED.discussion_tsv, profile_sha256 = EXCLUDED.profile_sha256
+WHERE incident_profiles.profile_sha256 <> EXCLUDED.profile_sha256
+"""
+
+
+OLD_KEYS = (
+    "SELECT thread_ts, signatures, reason_keys FROM incident_profiles WHERE thread_ts = ANY(%s::text[])"
+)
+
+BUMP_COUNTS = """
+INSERT INTO incident_signature_counts (key, n) SELECT * FROM unnest(%s::text[], %s::int[]) ORDER BY 1
+ON CONFLICT (key) DO UPDATE SET n = incident_signature_counts.n + EXCLUDED.n
+"""
+
+TOTAL_KEY = "#incidents"
+
+
+def signature_keys(signatures: Sequence[str], reasons: Sequence[str]) -> set[str]:
+    """The keys whose incident counts recall's rarity reads (a reason under `reason:`)."""
+    return {*signatures, *(f"reason:{r}" for r in reasons)}
+
+
+def count_deltas(old: dict[str, set[str]], new: dict[str, set[str]]) -> dict[str, int]:
+    """How the per-key incident counts change when the profiles `old` become `new` (a new profile counts once)."""
+    delta: dict[str, int] = {}
+    for thread, keys in new.items():
+        before = old.get(thread)
+        if before is None:
+            delta[TOTAL_KEY] = delta.get(TOTAL_KEY, 0) + 1
+            before = set()
+        for key in keys - before:
+            delta[key] = delta.get(key, 0) + 1
+        for key in before - keys:
+            delta[key] = delta.get(key, 0) - 1
+    return {k: v for k, v in delta.items() if v}
+
+
+def split_profile_ops(ops: Sequence[Op]) -> tuple[list[Op], list[ProfileFact]]:
+    """The plan's operations and the profile's facts, apart (the plans know nothing of profiles)."""
+    rest: list[Op] = [op for op in ops if not isinstance(op, ProfileFact)]
+    facts = [op for op in ops if isinstance(op, ProfileFact)]
+    return rest, facts
+
+
+def profile_threads(items: Sequence[tuple[int, Sequence[Op]]]) -> list[str]:
+    """Threads whose profile may change: a fact arrived, or a round (whose facts now count) was published."""
+    return sorted(
+        {op.thread_ts for _k, ops in items for op in ops if isinstance(op, ProfileFact | CommitRound)}
+    )
+
+
+def write_profiles(conn: psycopg.Connection, facts: Sequence[ProfileFact], threads: Sequence[str]) -> None:
+    """Store the facts and rebuild the profiles of `threads`, inside the caller's transaction."""
+    cur = conn.cursor()
+    if facts:
+        cur.execute(
+            INSERT_FACTS,
+            [
+                [f.thread_ts for f in facts],
+                [f.source_id for f in facts],
+                [f.kind for f in facts],
+                [f.in_round for f in facts],
+                [f.at for f in facts],
+                [f.facts for f in facts],
+            ],
+        )
+    if not threads:
+        return
+    grouped: dict[str, list[Fact]] = {}
+    for thread, source_id, kind, at, body in cur.execute(VISIBLE_FACTS, (list(threads),)).fetchall():
+        grouped.setdefault(thread, []).append(Fact(source_id, kind, at.astimezone(UTC).isoformat(), body))
+    rows = [profile_params(build_profile(t, grouped[t])) for t in sorted(grouped)]
+    if not rows:
+        return
+    old = {t: signature_keys(s, r) for t, s, r in cur.execute(OLD_KEYS, (sorted(grouped),)).fetchall()}
+    delta = count_deltas(
+        old, {r["thread_ts"]: signature_keys(r["signatures"], r["reason_keys"]) for r in rows}
+    )
+    cur.executemany(UPSERT_PROFILE, rows)
+    if delta:
+        keys = sorted(delta)
+        cur.execute(BUMP_COUNTS, (keys, [delta[k] for k in keys]))
+
+
+def profile_params(profile: Profile) -> dict[str, Any]:
+    labels = profile.labels
+    params: dict[str, Any] = {
+        "thread_ts": profile.thread_ts,
+        "alertname": profile.alertname,
+        "service": labels.get("service"),
+        "namespace": labels.get("namespace"),
+        "cluster": labels.get("cluster"),
+        "severity": labels.get("severity"),
+        "channel": profile.channel,
+        "private": profile.private,
+        "opened_at": profile.opened_at,
+        "resolved_at": profile.resolved_at,
+        "patterns": canonical_json(dict(profile.patterns)),
+        "signatures": sorted(profile.patterns),
+        "error_patterns": list(profile.error_patterns),
+        "reasons": canonical_json(dict(profile.reasons)),
+        "reason_keys": sorted(profile.reasons),
+        "shapes": list(profile.shapes),
+        "claims": list(profile.claims),
+        "decisions": list(profile.decisions),
+        "discussion": profile.discussion,
+    }
+    params["sha"] = hashlib.sha256(canonical_json(params).encode()).hexdigest()  # every column, canonically
+    return params
