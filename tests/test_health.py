@@ -32,3 +32,30 @@ def test_healthz_is_503_until_the_loop_beats_then_200_then_503_when_stale() -> N
         assert httpx.get(f"{base}/nope").status_code == 404
     finally:
         server.shutdown()
+
+
+def _healthy_gauge(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("incident_memory_healthy ")]
+
+
+def test_metrics_carry_the_healthz_verdict_as_a_gauge_for_alerting() -> None:
+    """Prometheus never calls /healthz: `incident_memory_healthy` is what IncidentMemoryServiceUnhealthy
+    reads. It follows the heartbeat scrape by scrape, on the default registry too (two servers)."""
+    heartbeat = Heartbeat(stale_after=0.3)
+    ports = [free_port(), free_port()]
+    servers = [serve_metrics_and_health(p, heartbeat, addr="127.0.0.1") for p in ports]
+    try:
+        for port in ports:
+            base = f"http://127.0.0.1:{port}"
+            assert _healthy_gauge(httpx.get(f"{base}/metrics").text) == ["incident_memory_healthy 0.0"]
+        heartbeat.beat()
+        for port in ports:
+            base = f"http://127.0.0.1:{port}"
+            assert _healthy_gauge(httpx.get(f"{base}/metrics").text) == ["incident_memory_healthy 1.0"]
+        time.sleep(0.4)
+        stale = httpx.get(f"http://127.0.0.1:{ports[0]}/metrics").text
+        assert _healthy_gauge(stale) == ["incident_memory_healthy 0.0"]
+        assert stale.count("# TYPE incident_memory_healthy gauge") == 1
+    finally:
+        for server in servers:
+            server.shutdown()

@@ -1,26 +1,41 @@
 """A real Prometheus for the dev tools and the integration tests: built, started, stopped (never shipped).
 
 The binary comes from the Go module proxy through `gobin` (pinned, cached); `Server` runs one with its
-storage and log in a directory of the caller's and waits for `/-/ready`.
+storage and log in a directory of the caller's and waits for `/-/ready`. `promtool`, the same release's
+rule checker, is built the same way into the same Go caches (deploy/validate.sh runs it on
+deploy/monitoring/):
+
+    python -m deploy.local.prometheus promtool      (prints the binary's path, building it once)
 """
 
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import httpx
 
 from deploy.local import gobin
+from services.runtime.errors import UserFacingError
 
 PROMETHEUS_MODULE = "github.com/prometheus/prometheus/cmd/prometheus"
 PROMETHEUS_VERSION = "v0.316.0"
+PROMTOOL_MODULE = "github.com/prometheus/prometheus/cmd/promtool"
 
 
 def prometheus() -> Path:
     """The pinned Prometheus, built once (about 5 minutes cold) and then reused."""
     return gobin.ensure("prometheus", PROMETHEUS_MODULE, PROMETHEUS_VERSION)
+
+
+def promtool() -> Path:
+    """The pinned promtool (the same version as Prometheus), built once and then reused."""
+    return gobin.ensure("promtool", PROMTOOL_MODULE, PROMETHEUS_VERSION)
+
+
+BINARIES = {"prometheus": prometheus, "promtool": promtool}
 
 
 class Server:
@@ -70,3 +85,19 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or argv[0] not in BINARIES:
+        print(f"usage: python -m deploy.local.prometheus {{{','.join(BINARIES)}}}", file=sys.stderr)
+        return 2
+    try:
+        print(BINARIES[argv[0]]())
+    except UserFacingError as exc:
+        print(f"{argv[0]}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -117,7 +117,7 @@ class AgentService:
                     self.results.append(result)
                     return True
                 except RETRYABLE as exc:
-                    metrics.ROUNDS.labels("retried").inc()
+                    metrics.ROUNDS.labels(metrics.round_failure_outcome(exc)).inc()
                     log.warning(
                         "round failed; running it again",
                         extra=about(wake.thread_ts, wake.message_id, attempt=attempt, error=repr(exc)),

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from prometheus_client import Counter, Histogram
+
+from schemas.events import Wake
 
 ROUND_SECONDS = Histogram(
     "agent_round_duration_seconds",
     "Wall time of one agent round",
     buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300),
 )
+# outcome: committed | timed_out (ran past round_timeout; retried) | retried (another transient
+# failure) | dead_lettered (crashed, or failed every attempt)
 ROUNDS = Counter("agent_rounds_total", "Agent rounds by outcome", ["outcome"])
+# The SLO "mention -> the bot's answer" (deploy/monitoring/, incident_memory:mention_to_posts:*): from
+# the trigger's event_time (a mention: its Slack ts) to the round's commit, when its posts are on the
+# log for the poster. Observed only for committed rounds; a round that never commits is in ROUNDS.
+TRIGGER_TO_COMMIT_SECONDS = Histogram(
+    "agent_trigger_to_commit_seconds",
+    "From the wake's trigger (a mention's Slack ts, an alert's start) to its round's commit",
+    ["reason"],
+    buckets=(1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600),
+)
 # Tool labels come from a closed set (the known tools + "other"): the model chooses tool names, and a
 # label it could choose freely would grow the metric without bound.
 KNOWN_TOOLS = frozenset({"query_loki", "query_prometheus", "query_tempo", "get_pod_events", "get_evidence"})
@@ -27,6 +42,17 @@ MODEL_INPUT_TOKENS = Histogram(
     ["node"],
     buckets=(250, 500, 1000, 2500, 5000, 10000),
 )
+
+
+def round_failure_outcome(exc: BaseException) -> str:
+    """A retryable failure's outcome label: a round past its timeout is `timed_out`, any other
+    transient failure (Kafka, Postgres, the projection not caught up) `retried`."""
+    return "timed_out" if isinstance(exc, TimeoutError) else "retried"
+
+
+def trigger_age(wake: Wake, now: datetime | None = None) -> float:
+    """Seconds since the wake's trigger happened (never negative: clocks of Slack and of this host differ)."""
+    return max(0.0, ((now or datetime.now(UTC)) - wake.event_time).total_seconds())
 
 
 def tool_label(tool: str) -> str:

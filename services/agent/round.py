@@ -257,6 +257,7 @@ async def run_round(
         seconds = time.perf_counter() - started
         metrics.ROUND_SECONDS.observe(seconds)
         metrics.ROUNDS.labels("committed").inc()
+        metrics.TRIGGER_TO_COMMIT_SECONDS.labels(wake.reason).observe(metrics.trigger_age(wake))
         log.info(
             "round committed",
             extra=about(

@@ -42,6 +42,12 @@ class StreamMetrics:
             registry=r,
         )
         self.tokens = Counter("compactor_tokens_total", "Tokens, raw and compact", ["kind"], registry=r)
+        self.tool_tokens = Counter(
+            "compactor_tool_tokens_total",
+            "Tokens of tool results per tool: raw (kept as evidence) and compact (what the model sees)",
+            ["tool", "kind"],
+            registry=r,
+        )
         self.budget_violations = Counter(
             "compactor_budget_violations_total",
             "Tool results whose digest exceeded the budget",
@@ -81,12 +87,14 @@ class StreamMetrics:
 
     def record_compacted(self, tool: str, raw_tokens: int, tokens: int) -> None:
         """Every per-tool-result figure at once, through children bound once per tool (the hot path)."""
-        compacted, ratio = self._per_tool(tool)
+        compacted, ratio, tool_raw, tool_compact = self._per_tool(tool)
         self._compacted_outcome.inc()
         compacted.inc()
         ratio.observe(raw_tokens / max(tokens, 1))
         self._raw_tokens.inc(raw_tokens)
         self._compact_tokens.inc(tokens)
+        tool_raw.inc(raw_tokens)
+        tool_compact.inc(tokens)
 
     @functools.cached_property
     def _compacted_outcome(self) -> Any:
@@ -100,17 +108,19 @@ class StreamMetrics:
     def _compact_tokens(self) -> Any:
         return self.tokens.labels(kind="compact")
 
-    def _per_tool(self, tool: str) -> tuple[Any, Any]:
+    def _per_tool(self, tool: str) -> tuple[Any, Any, Any, Any]:
         children = self._tool_children.get(tool)
         if children is None:
             children = self._tool_children[tool] = (
                 self.compacted.labels(tool=tool),
                 self.ratio.labels(tool=tool),
+                self.tool_tokens.labels(tool=tool, kind="raw"),
+                self.tool_tokens.labels(tool=tool, kind="compact"),
             )
         return children
 
     @functools.cached_property
-    def _tool_children(self) -> dict[str, tuple[Any, Any]]:
+    def _tool_children(self) -> dict[str, tuple[Any, Any, Any, Any]]:
         return {}
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:

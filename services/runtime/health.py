@@ -4,6 +4,9 @@ prometheus_client's own server answers every path with the metrics, so a probe o
 `/healthz` there would only prove the process is alive. Here `/healthz` reports the
 service's loop: it answers 503 until the loop has run once, and again when the loop
 has not beaten for `stale_after` seconds (stuck on a dead broker or database).
+`/metrics` carries the same verdict as the gauge `incident_memory_healthy` (1 or 0), so Prometheus,
+which never calls `/healthz`, can alert on a loop that is stuck while the process still answers
+(deploy/monitoring/incident-memory.rules.yml, `IncidentMemoryServiceUnhealthy`).
 """
 
 from __future__ import annotations
@@ -11,10 +14,15 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
+
+HEALTHY_METRIC = "incident_memory_healthy"
 
 
 class Heartbeat:
@@ -36,6 +44,27 @@ class Heartbeat:
         return True, f"ok: the loop ran {age:.1f}s ago"
 
 
+class HealthCollector(Collector):
+    """`incident_memory_healthy`: the heartbeat's verdict at scrape time, as `/healthz` would give it."""
+
+    def __init__(self, heartbeat: Heartbeat) -> None:
+        self.heartbeat = heartbeat
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        ok, _detail = self.heartbeat.status()
+        yield GaugeMetricFamily(
+            HEALTHY_METRIC, "1 while /healthz answers 200 (the service's loop runs), else 0", value=float(ok)
+        )
+
+
+def health_registry(heartbeat: Heartbeat) -> CollectorRegistry:
+    """A registry of its own for the health gauge: the service's registry may be the process-wide
+    default, where a second server (a test, a restart in-process) could not register it again."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(HealthCollector(heartbeat))
+    return registry
+
+
 def serve_metrics_and_health(
     port: int,
     heartbeat: Heartbeat,
@@ -43,11 +72,13 @@ def serve_metrics_and_health(
     addr: str = "0.0.0.0",
 ) -> ThreadingHTTPServer:
     """Serve `/metrics` and `/healthz` on `addr:port` from a daemon thread; returns the server."""
+    health = health_registry(heartbeat)
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path.startswith("/metrics"):
-                self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+                body = generate_latest(registry) + generate_latest(health)
+                self._send(200, body, CONTENT_TYPE_LATEST)
             elif self.path.startswith("/healthz"):
                 ok, detail = heartbeat.status()
                 body = json.dumps({"ok": ok, "detail": detail}).encode()

@@ -168,7 +168,7 @@ def test_a_concurrent_incident_with_the_same_cause_is_flagged(projected: psycopg
 
 
 def test_profiles_know_channels_and_privacy(projected: psycopg.Connection) -> None:
-    rows = dict(
+    rows: dict[str, str] = dict(
         projected.execute("SELECT thread_ts, (channel, private)::text FROM incident_profiles").fetchall()
     )
     assert rows[QUERY] == f"({PUBLIC},f)" and rows[PRIVATE_SAME] == f"({SECRET},t)"

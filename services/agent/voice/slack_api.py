@@ -21,6 +21,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from services.agent.voice.blocks import METADATA_EVENT_TYPE
+from services.agent.voice.metrics import POST_FAILURES, failure_label
 from services.runtime.errors import UserFacingError
 
 SLACK_API_URL = "https://slack.com/api/"
@@ -119,8 +120,12 @@ class SlackWeb:
         blocks: list[dict[str, Any]],
         meta: dict[str, Any],
     ) -> str:
-        """One `chat.postMessage`; Slack's ts of the new message."""
-        answer = await self.web.chat_postMessage(
-            channel=channel, thread_ts=thread_ts, text=text, blocks=blocks, metadata=meta
-        )
+        """One `chat.postMessage`; Slack's ts of the new message. A failure is counted, then raised."""
+        try:
+            answer = await self.web.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text=text, blocks=blocks, metadata=meta
+            )
+        except Exception as exc:
+            POST_FAILURES.labels(error=failure_label(exc)).inc()
+            raise
         return str(answer["ts"])
