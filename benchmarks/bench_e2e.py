@@ -31,7 +31,7 @@ from psycopg import sql
 from benchmarks.http_load import load, run_loop, signed_slack_request
 from benchmarks.proc_cpu import cores_between, pids_named, snapshot, waited_seconds
 from deploy.local import kafka_node
-from deploy.local.demo import BOT_USER_ID, CHANNEL, slack_envelope, slack_event
+from deploy.local.demo import APP_ID, BOT_USER_ID, CHANNEL, TEAM_ID, slack_envelope, slack_event
 from deploy.local.pipeline import Names, Pipeline
 from schemas.ids import thread_key
 from services.projector.store import NOTIFY_CHANNEL
@@ -161,6 +161,8 @@ def _phase(settings: Settings, messages: int, rate: float) -> dict[str, Any]:
             "SLACK_SIGNING_SECRET": secret,
             "ALERTMANAGER_TOKEN": secrets.token_hex(8),
             "SLACK_BOT_USER_ID": BOT_USER_ID,
+            "SLACK_TEAM_ID": TEAM_ID,
+            "SLACK_APP_ID": APP_ID,
         },
     )
     pipe.provision()

@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 from unittest import mock
 
-from services.agent import context, preamble
+from services.agent import context, judge_input, preamble, prompts
 from services.agent.mcp_client import McpToolbox
+from services.boundary.framing import PREAMBLE_RULE
 from tests.agent.inprocess import Seeded, telemetry_server
 from tests.agent.seedplay import alert_events, alert_wake, human_events, mention_wake
 
@@ -36,6 +37,8 @@ def main() -> None:
     with (
         mock.patch.object(context, "frame", plain_frame),
         mock.patch.object(preamble, "PREAMBLE_RULE", ""),
+        mock.patch.object(judge_input, "frame", plain_frame),
+        mock.patch.object(prompts, "JUDGE", prompts.JUDGE.replace("\n" + PREAMBLE_RULE, "")),
     ):
         plain = asyncio.run(play())
     print("round node         plain  framed  added")

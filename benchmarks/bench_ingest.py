@@ -49,7 +49,13 @@ def run(
         settings.kafka_bootstrap_servers, tuple(replace(s, name=f"{s.name}.bench.{suffix}") for s in TOPICS)
     )
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as logs:
-        secrets = {"SLACK_SIGNING_SECRET": SECRET, "ALERTMANAGER_TOKEN": TOKEN, "SLACK_BOT_USER_ID": BOT}
+        secrets = {
+            "SLACK_SIGNING_SECRET": SECRET,
+            "ALERTMANAGER_TOKEN": TOKEN,
+            "SLACK_BOT_USER_ID": BOT,
+            "SLACK_TEAM_ID": "T0BENCH",
+            "SLACK_APP_ID": "A0BENCH",
+        }
         pipe = Pipeline(
             settings.kafka_bootstrap_servers, "", f"bench_{suffix}", names, Path(logs), extra_env=secrets
         )

@@ -152,7 +152,7 @@ COMPOSE_FILE="$ROOT/deploy/docker-compose.yml"
 "${COMPOSE[@]}" -f "$COMPOSE_FILE" --env-file "$ROOT/deploy/compose/example.env" config --format json >"$RENDERED/compose.json"
 echo "  deploy/docker-compose.yml with deploy/compose/example.env: valid," \
     "services: $("$PY" -c 'import json,sys; print(", ".join(sorted(json.load(open(sys.argv[1]))["services"])))' "$RENDERED/compose.json")"
-if env -u POSTGRES_PASSWORD -u PROJECTOR_DB_PASSWORD -u READER_DB_PASSWORD -u SLACK_SIGNING_SECRET -u ALERTMANAGER_TOKEN -u OPENAI_API_KEY -u SLACK_BOT_USER_ID -u SLACK_BOT_TOKEN \
+if env -u POSTGRES_PASSWORD -u PROJECTOR_DB_PASSWORD -u READER_DB_PASSWORD -u SLACK_SIGNING_SECRET -u ALERTMANAGER_TOKEN -u OPENAI_API_KEY -u SLACK_BOT_USER_ID -u SLACK_TEAM_ID -u SLACK_APP_ID -u SLACK_BOT_TOKEN \
     "${COMPOSE[@]}" -f "$COMPOSE_FILE" --env-file /dev/null config --quiet >/dev/null 2>&1; then
     die "docker compose config passed without any secret set; secrets must be required"
 fi

@@ -31,6 +31,7 @@ from services.runtime.errors import UserFacingError
 
 BOT_USER_ID = "U0BOTMEM1"
 CHANNEL = "C0INCIDENT"
+TEAM_ID, APP_ID = "T0DEMO", "A0DEMO"  # the demo's Slack workspace and app: ingest records only these
 LOCAL_MODEL = "local-deterministic"
 LOCAL_NOTE = (
     "model: local-deterministic (a deterministic local stand-in behind the LangChain interface, NOT a real LLM; "
@@ -71,13 +72,13 @@ def slack_envelope(event: dict[str, Any], event_id: str) -> dict[str, Any]:
     """Slack's documented `event_callback` outer shape."""
     return {
         "token": "demo-verification-token",
-        "team_id": "T0DEMO",
-        "api_app_id": "A0DEMO",
+        "team_id": TEAM_ID,
+        "api_app_id": APP_ID,
         "event": event,
         "type": "event_callback",
         "event_id": event_id,
         "event_time": int(float(event["ts"])),
-        "authorizations": [{"team_id": "T0DEMO", "user_id": BOT_USER_ID, "is_bot": True}],
+        "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True}],
     }
 
 
@@ -336,6 +337,8 @@ def run(args: argparse.Namespace) -> int:
             "SLACK_SIGNING_SECRET": secret,
             "ALERTMANAGER_TOKEN": token,
             "SLACK_BOT_USER_ID": BOT_USER_ID,
+            "SLACK_TEAM_ID": TEAM_ID,
+            "SLACK_APP_ID": APP_ID,
         },
         # secured: each service as its own principal (its client properties file) on the SASL_SSL node
         service_env=secure.env if secure else None,

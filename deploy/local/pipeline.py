@@ -523,6 +523,8 @@ class Pipeline:
         bot: str | None = None,
         alerts_topic: str | None = None,
         schema: bool = True,
+        team: str | None = None,
+        app: str | None = None,
     ) -> list[str]:
         n = self.names
         args = [
@@ -539,6 +541,8 @@ class Pipeline:
             ("--signing-secret", secret),
             ("--alertmanager-token", token),
             ("--bot-user-id", bot),
+            ("--team-id", team),
+            ("--app-id", app),
         ):
             if value:
                 args += [flag, value]
@@ -593,9 +597,14 @@ class Pipeline:
         env: dict[str, str] | None = None,
         name: str = "ingest",
         schema: bool = True,
+        team: str | None = None,
+        app: str | None = None,
     ) -> Proc:
-        """ingest on `port` (a free one by default): ready when /healthz answers 200."""
-        args = self.ingest_args(secret=secret, token=token, bot=bot, alerts_topic=alerts_topic, schema=schema)
+        """ingest on `port` (a free one by default): ready when /healthz answers 200. `team`/`app`: the
+        Slack workspace and app it records (else SLACK_TEAM_ID / SLACK_APP_ID of its environment)."""
+        args = self.ingest_args(
+            secret=secret, token=token, bot=bot, alerts_topic=alerts_topic, schema=schema, team=team, app=app
+        )
         return self.service("ingest", [*args, *extra], name, env, port or free_port())
 
     def compactor(

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypedDict
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 
 from schemas.events import (
@@ -38,6 +38,7 @@ from services.agent.config import EVIDENCE_TOOL, AgentConfig
 from services.agent.context import LoadedContext, message_tokens, to_messages, tool_body
 from services.agent.emitter import EventEmitter
 from services.agent.input_budget import check_input
+from services.agent.judge_input import judge_message
 from services.agent.mcp_client import McpToolbox
 from services.agent.playbooks import PlaybookPlan
 from services.agent.preamble import evidence_in_hand, outside_window, pinned_window
@@ -337,7 +338,7 @@ def build_graph(deps: RoundDeps) -> Any:
         }
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.JUDGE),
-            HumanMessage(content="JUDGE INPUT " + canonical_json(payload)),
+            judge_message(payload),  # framed as data (services/agent/judge_input.py)
         ]
         result = await ask_structured(
             lambda m, msgs: ask(m, "judge", msgs), deps.judge_model, messages, JudgeAnswer

@@ -10,6 +10,8 @@ import json
 import re
 from typing import Any
 
+from services.boundary.framing import PREAMBLE_RULE
+
 INVESTIGATE = (
     "TASK: investigate\n"
     "Call the telemetry tools you need to explain the alert, inside the alert window only. "
@@ -29,7 +31,7 @@ JUDGE = (
     "what changed (from the people in the thread). Answer with JSON only: "
     '{"grounded": bool, "graded_claims": [{"claim": int, "grounded": bool, "reason": str}], '
     '"questions": [str]}. `claim` is the claim\'s index in the input; give `reason` only for a claim '
-    "that is not grounded. When not grounded, ask at most 2 specific questions."
+    "that is not grounded. When not grounded, ask at most 2 specific questions.\n" + PREAMBLE_RULE
 )
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)

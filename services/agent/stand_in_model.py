@@ -34,6 +34,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from schemas.events import canonical_json
 from services.agent.facts import salient_facts
+from services.agent.judge_input import read_judge_input
 from services.boundary.framing import framed_within
 
 MODEL_NAME = "local-deterministic"
@@ -296,9 +297,9 @@ def _judged(messages: Sequence[BaseMessage]) -> bool:
 
 def _judge_input(messages: Sequence[BaseMessage]) -> dict[str, Any]:
     for m in reversed(messages):
-        text = _text(m)
-        if isinstance(m, HumanMessage) and text.startswith("JUDGE INPUT "):
-            value: dict[str, Any] = json.loads(text[len("JUDGE INPUT ") :])
+        framed = m.content if isinstance(m, HumanMessage) and isinstance(m.content, str) else ""
+        value = read_judge_input(framed)  # the frame as sent, not `_text`'s opened one
+        if value is not None:
             return value
     return {"claims": [], "evidence": {}, "raw_checks": []}
 

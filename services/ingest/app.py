@@ -35,7 +35,8 @@ from services.ingest.config import IngestConfig
 from services.ingest.dedupe import TtlSet
 from services.ingest.directory import GroupDirectory, LookupNeeded, ThreadDirectory
 from services.ingest.emitter import Emitter, Record
-from services.ingest.metrics import Metrics, reason_label
+from services.ingest.metrics import Metrics, closed, reason_label
+from services.ingest.origin import FOREIGN, ORIGIN_FIELDS, check_origin
 from services.ingest.planned import Planned, parse_json_object
 from services.ingest.producer import AckedProducer, ProduceError
 from services.ingest.rejections import Ignored, Rejected
@@ -145,6 +146,7 @@ class Ingest:
         drop it if its event_id was already acked (a retry), else produce its events and wait for
         the broker's ack. Counts rejections and ignores under `endpoint`; never raises for input."""
         try:
+            check_origin(payload, self.config.team_id, self.config.app_id)
             result = await self._map_slack(payload)
             records = self.emitter.encode(result.planned) if isinstance(result, Callback) else []
         except ValidationError as exc:
@@ -152,7 +154,7 @@ class Ingest:
         except Rejected as rejected:
             return self._rejected(endpoint, rejected)
         except Ignored as ignored:
-            self.metrics.ignored.labels(reason_label(ignored.reason)).inc()
+            self._count_ignored(ignored, endpoint)
             return SlackOutcome("ignored", 200, {"ok": True, "ignored": ignored.reason})
         except (ValueError, OverflowError, RecursionError) as exc:  # input no mapping rule foresaw
             return self._rejected(endpoint, _unmappable(exc))
@@ -289,6 +291,15 @@ class Ingest:
         except ClientDisconnect:
             raise Rejected(400, "client_disconnected") from None
         return b"".join(chunks)
+
+    def _count_ignored(self, ignored: Ignored, endpoint: str) -> None:
+        self.metrics.ignored.labels(reason_label(ignored.reason)).inc()
+        if ignored.reason.startswith(FOREIGN):
+            self.metrics.foreign.labels(closed(ignored.reason.removeprefix(FOREIGN), ORIGIN_FIELDS)).inc()
+            log.info(
+                "foreign slack event dropped",
+                extra=about(None, None, endpoint=endpoint, reason=ignored.reason),
+            )
 
     def _reject(self, endpoint: str, rejected: Rejected) -> Response:
         outcome = self._rejected(endpoint, rejected)

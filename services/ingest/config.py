@@ -17,6 +17,8 @@ class IngestConfig:
     signing_secret: str
     alertmanager_token: str
     kafka: KafkaClient  # bootstrap + security (services.runtime.kafka_client)
+    team_id: str  # the one Slack workspace (SLACK_TEAM_ID): events of any other are dropped
+    app_id: str  # the one Slack app (SLACK_APP_ID): events addressed to another app are dropped
     bot_user_id: str | None = None
     events_topic: str = topics.EVENTS
     wake_topic: str = topics.WAKE

@@ -41,6 +41,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--alertmanager-token", default=env("ALERTMANAGER_TOKEN"), help="default: $ALERTMANAGER_TOKEN"
     )
+    parser.add_argument(
+        "--team-id",
+        default=env("SLACK_TEAM_ID"),
+        help="the Slack workspace (T...) whose events are recorded; others are dropped (default: $SLACK_TEAM_ID)",
+    )
+    parser.add_argument(
+        "--app-id",
+        default=env("SLACK_APP_ID"),
+        help="this Slack app's id (A...); events for another app are dropped (default: $SLACK_APP_ID)",
+    )
     parser.add_argument("--bot-user-id", default=env("SLACK_BOT_USER_ID"), help="default: $SLACK_BOT_USER_ID")
     parser.add_argument(
         "--bootstrap-servers", default=None, help="default: $KAFKA_BOOTSTRAP_SERVERS or the local stack"
@@ -131,6 +141,14 @@ def config_from_args(args: argparse.Namespace) -> IngestConfig:
         raise UserFacingError(
             "SLACK_SIGNING_SECRET is not set (or pass --signing-secret, or use --socket-mode)"
         )
+    for value, name, flag in (
+        (args.team_id, "SLACK_TEAM_ID", "--team-id"),
+        (args.app_id, "SLACK_APP_ID", "--app-id"),
+    ):
+        if not (value or "").strip():
+            raise UserFacingError(
+                f"{name} is not set (or pass {flag}): ingest records only its own workspace's and app's events"
+            )
     if not args.alertmanager_token:
         raise UserFacingError("ALERTMANAGER_TOKEN is not set (or pass --alertmanager-token)")
     if args.ack_timeout <= 0 or args.max_body < 1:
@@ -143,6 +161,8 @@ def config_from_args(args: argparse.Namespace) -> IngestConfig:
         signing_secret=args.signing_secret or "",  # empty (Socket Mode only): /slack/events is not served
         alertmanager_token=args.alertmanager_token,
         kafka=kafka,
+        team_id=args.team_id.strip(),
+        app_id=args.app_id.strip(),
         bot_user_id=args.bot_user_id or None,
         events_topic=args.events_topic,
         wake_topic=args.wake_topic,

@@ -29,6 +29,12 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
+        self.foreign = Counter(
+            "ingest_foreign_events",
+            "Slack events of another workspace or app, dropped with a 200 (field: team_id or api_app_id)",
+            ["field"],
+            registry=self.registry,
+        )
         self.duplicates = Counter(
             "ingest_duplicates", "Slack retries dropped by event_id", registry=self.registry
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +17,7 @@ from services.agent.context import (
     repair_dangling_tool_calls,
 )
 from services.agent.graph import model_input_tokens, terse_grades
+from services.agent.judge_input import judge_message
 from services.agent.preamble import Trigger, render_preamble
 from services.agent.rerender import plan_rerenders
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
@@ -253,7 +253,7 @@ def _judge_messages(claims: list[dict[str, Any]], evidence: dict[str, Any]) -> l
         "evidence": evidence,
         "raw_checks": [{"claim": k, "missing": []} for k in range(len(claims))],
     }
-    return [SystemMessage(content=prompts.JUDGE), HumanMessage(content="JUDGE INPUT " + json.dumps(payload))]
+    return [SystemMessage(content=prompts.JUDGE), judge_message(payload)]
 
 
 def test_local_judge_grades_by_index_with_a_reason_only_for_a_failure() -> None:

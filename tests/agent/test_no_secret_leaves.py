@@ -26,7 +26,9 @@ import psycopg
 import pytest
 
 from deploy.local.demo import (
+    APP_ID,
     BOT_USER_ID,
+    TEAM_ID,
     post_slack,
     recorded,
     round_posted,
@@ -102,7 +104,8 @@ def test_no_secret_reaches_the_model_or_slack_and_the_facts_do(
         pipe = Pipeline(
             kafka_bootstrap, pg_dsn, pg_schema, topic_names, tmp_path,
             extra_env={"SLACK_SIGNING_SECRET": signing, "ALERTMANAGER_TOKEN": am_token,
-                       "SLACK_BOT_USER_ID": BOT_USER_ID, "TELEMETRY_MCP_RECORDING": str(recording), **oai.env()},
+                       "SLACK_BOT_USER_ID": BOT_USER_ID, "SLACK_TEAM_ID": TEAM_ID, "SLACK_APP_ID": APP_ID,
+                       "TELEMETRY_MCP_RECORDING": str(recording), **oai.env()},
         )  # fmt: skip
         try:
             side = slack_side(pipe, TIMEOUT)

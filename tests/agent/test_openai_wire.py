@@ -37,9 +37,12 @@ from schemas.tokens import count_tokens
 from services.agent import prompts
 from services.agent.config import EVIDENCE_TOOL, ModelConfig
 from services.agent.context import ContextRow, repair_dangling_tool_calls, to_messages
+from services.agent.judge_input import PREFIX as JUDGE_PREFIX
+from services.agent.judge_input import read_judge_input
 from services.agent.mcp_client import McpToolbox
 from services.agent.models import build_models
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
+from services.boundary.framing import PREAMBLE_RULE
 from services.compactor.registry import budget_for, compact_tool_result
 from services.compactor.selector import Candidate, LocalDeterministicSelector
 from services.compactor.stream import compact_event
@@ -206,6 +209,12 @@ def test_every_model_call_of_the_thread_crossed_the_wire(both: Both) -> None:
             )
         assert call.response is not None
         assert call.response["model"] == MODEL and call.response["system_fingerprint"] == STANDIN
+        if node == "judge":  # the judge's one input crossed the wire framed as data (invariant 13)
+            system, judged = call.body["messages"][0], call.body["messages"][-1]
+            assert PREAMBLE_RULE in system["content"]
+            assert judged["content"].startswith(JUDGE_PREFIX + "<data ")
+            payload = read_judge_input(judged["content"])
+            assert payload is not None and payload["claims"], judged["content"][:200]
     assert [c.response["choices"][0]["finish_reason"] for c in chat if c.response][3:5] == [
         "tool_calls",
         "stop",

@@ -22,6 +22,8 @@ from services.runtime.kafka_client import KafkaClient
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # Slack's documented example signing secret
 TOKEN = "am-test-token"
 BOT = "U0LAN0Z89"
+TEAM, APP = "T123ABC456", "A123ABC456"  # the workspace and app of Slack's documented example
+WORKSPACE_ENV = {"SLACK_TEAM_ID": TEAM, "SLACK_APP_ID": APP}
 CLOSED_PORT_BOOTSTRAP = "127.0.0.1:1"  # nothing listens on port 1: "the broker is down"
 
 
@@ -30,6 +32,8 @@ def config(bootstrap: str, topics: dict[str, str] | None = None, **overrides: An
         signing_secret=SECRET,
         alertmanager_token=TOKEN,
         kafka=KafkaClient.plaintext(bootstrap),
+        team_id=TEAM,
+        app_id=APP,
         bot_user_id=BOT,
     )
     if topics:
@@ -80,11 +84,11 @@ def envelope(event: dict[str, Any], event_id: str | None = None) -> dict[str, An
     """An event_callback shaped like Slack's documented example."""
     return {
         "token": "XXYYZZ",
-        "team_id": "T123ABC456",
-        "api_app_id": "A123ABC456",
+        "team_id": TEAM,
+        "api_app_id": APP,
         "event": event,
         "type": "event_callback",
-        "authorizations": [{"enterprise_id": None, "team_id": "T123ABC456", "user_id": BOT, "is_bot": True}],
+        "authorizations": [{"enterprise_id": None, "team_id": TEAM, "user_id": BOT, "is_bot": True}],
         "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}",
         "event_time": int(time.time()),
         "event_context": "4-eyJldCI6Im1lc3NhZ2UiLCJ0aWQiOiJUMTIzQUJDNDU2In0",

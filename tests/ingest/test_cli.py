@@ -13,15 +13,32 @@ import pytest
 
 from deploy.local.pipeline import Pipeline
 
-from .helpers import BOT, SECRET, dumps, envelope, mention, signed_headers, slack_ts, topic_count
+from .helpers import (
+    BOT,
+    SECRET,
+    WORKSPACE_ENV,
+    dumps,
+    envelope,
+    mention,
+    signed_headers,
+    slack_ts,
+    topic_count,
+)
 
 
 @pytest.mark.parametrize(
     ("env", "missing"),
-    [({}, "SLACK_SIGNING_SECRET"), ({"SLACK_SIGNING_SECRET": "s"}, "ALERTMANAGER_TOKEN")],
+    [
+        ({}, "SLACK_SIGNING_SECRET"),
+        ({"SLACK_SIGNING_SECRET": "s"}, "SLACK_TEAM_ID"),
+        ({"SLACK_SIGNING_SECRET": "s", "SLACK_TEAM_ID": "T1"}, "SLACK_APP_ID"),
+        ({"SLACK_SIGNING_SECRET": "s", "SLACK_TEAM_ID": "T1", "SLACK_APP_ID": " "}, "SLACK_APP_ID"),
+        ({"SLACK_SIGNING_SECRET": "s", **WORKSPACE_ENV}, "ALERTMANAGER_TOKEN"),
+    ],
 )
 def test_missing_secret_is_one_line_and_exit_1(env: dict[str, str], missing: str) -> None:
-    clean = {k: v for k, v in os.environ.items() if k not in ("SLACK_SIGNING_SECRET", "ALERTMANAGER_TOKEN")}
+    unset = ("SLACK_SIGNING_SECRET", "ALERTMANAGER_TOKEN", *WORKSPACE_ENV)
+    clean = {k: v for k, v in os.environ.items() if k not in unset}
     done = subprocess.run(
         [sys.executable, "-m", "services.cli", "ingest", "--port", "0"],
         env={**clean, **env},
@@ -37,7 +54,12 @@ def test_missing_secret_is_one_line_and_exit_1(env: dict[str, str], missing: str
 def test_the_cli_serves_logs_json_and_exits_cleanly_on_sigterm(
     kafka_bootstrap: str, topic_names: dict[str, str], tmp_path: Path
 ) -> None:
-    secrets = {"SLACK_SIGNING_SECRET": SECRET, "ALERTMANAGER_TOKEN": "t", "SLACK_BOT_USER_ID": BOT}
+    secrets = {
+        "SLACK_SIGNING_SECRET": SECRET,
+        "ALERTMANAGER_TOKEN": "t",
+        "SLACK_BOT_USER_ID": BOT,
+        **WORKSPACE_ENV,
+    }
     pipe = Pipeline(kafka_bootstrap, "", "cli", topic_names, tmp_path, extra_env=secrets)
     proc = pipe.ingest(schema=False)
     try:

@@ -23,7 +23,7 @@ import pytest
 from deploy.local.pipeline import Pipeline, Proc, http_ok
 from schemas.topics import COMPACTED, DLQ, EVENTS, WAKE
 
-from .helpers import CLOSED_PORT_BOOTSTRAP, SECRET, TOKEN, dumps, signed_headers
+from .helpers import CLOSED_PORT_BOOTSTRAP, SECRET, TOKEN, WORKSPACE_ENV, dumps, signed_headers
 
 TIMEOUT = 1.0  # the header, body and keep-alive timeouts of the server under test
 
@@ -47,7 +47,7 @@ def _start(tmp: Path, *flags: str) -> Ingest:
     """ingest with Kafka a closed port: /healthz says 503, so it is ready when /metrics answers."""
     topics = {"events": EVENTS, "compacted": COMPACTED, "wake": WAKE, "dlq": DLQ}
     pipe = Pipeline(CLOSED_PORT_BOOTSTRAP, "", "limits", topics, tmp, extra_env={"SLACK_SIGNING_SECRET": SECRET,
-                    "ALERTMANAGER_TOKEN": TOKEN})  # fmt: skip
+                    "ALERTMANAGER_TOKEN": TOKEN, **WORKSPACE_ENV})  # fmt: skip
     proc = pipe.ingest(schema=False, extra=["--log-level", "WARNING", *flags])
     assert proc.port is not None
     proc.ready = http_ok(f"http://127.0.0.1:{proc.port}/metrics")
@@ -294,7 +294,7 @@ def test_over_max_connections_new_requests_get_503_and_are_counted(tmp_path: Pat
 
 
 def test_a_limit_out_of_range_is_one_line_and_exit_1() -> None:
-    env = {**os.environ, "SLACK_SIGNING_SECRET": SECRET, "ALERTMANAGER_TOKEN": TOKEN}
+    env = {**os.environ, "SLACK_SIGNING_SECRET": SECRET, "ALERTMANAGER_TOKEN": TOKEN, **WORKSPACE_ENV}
     done = subprocess.run(
         [sys.executable, "-m", "services.cli", "ingest", "--port", "0", "--header-timeout", "0"],
         env=env, capture_output=True, text=True, timeout=60,

@@ -34,7 +34,9 @@ def _planned() -> list[Planned]:
 
 
 def _produced(redact: bool) -> list[str]:
-    config = IngestConfig("s", "t", KafkaClient.plaintext("unused:9092"), redact_at_ingest=redact)
+    config = IngestConfig(
+        "s", "t", KafkaClient.plaintext("unused:9092"), team_id="T0", app_id="A0", redact_at_ingest=redact
+    )
     emitter = Emitter(config, cast(Any, None), cast(Any, None))
     return [value.decode() for _, _, value in emitter.encode(_planned())]
 

@@ -96,6 +96,8 @@ def socket_ingest(
         "SLACK_BOT_TOKEN": slack.bot_token,
         "SLACK_API_URL": slack.base_url,
         "SLACK_BOT_USER_ID": slack.workspace.bot_user_id,
+        "SLACK_TEAM_ID": slack.workspace.team_id,
+        "SLACK_APP_ID": slack.workspace.app_id,
         "ALERTMANAGER_TOKEN": TOKEN,
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
         **(env or {}),
@@ -367,6 +369,8 @@ def test_a_bad_app_token_fails_at_start_in_one_line(token: str, api_url: str | N
             "SLACK_BOT_TOKEN": slack.bot_token,
             "SLACK_API_URL": api_url or slack.base_url,
             "ALERTMANAGER_TOKEN": TOKEN,
+            "SLACK_TEAM_ID": slack.workspace.team_id,
+            "SLACK_APP_ID": slack.workspace.app_id,
             "KAFKA_BOOTSTRAP_SERVERS": CLOSED_PORT_BOOTSTRAP,
         }
         port = free_port()
@@ -397,18 +401,24 @@ def test_settled_envelopes_are_acked_counted_and_produce_nothing(
     _, reply = thread_reply(slack, "a reply")
     no_ts = {k: v for k, v in slack.message_event(CHANNEL, reply).items() if k != "ts"}
     own = slack.message_event(CHANNEL, {**reply, "user": slack.workspace.bot_user_id})
+    valid = slack.event_callback(slack.message_event(CHANNEL, reply))
+    other_team, other_app = {**valid, "team_id": "T0OTHER"}, {**valid, "api_app_id": "A0OTHER"}
     with socket_ingest(slack, kafka_bootstrap, topic_names, tmp_path) as ing:
         ids = [
             slack.push_event(slack.event_callback(no_ts)),  # rejected: missing_field
             slack.push_event([1, 2]),  # type: ignore[arg-type]  # not an object: slack_sdk cannot parse it
             slack.push_event(slack.event_callback(own)),  # ignored: own_message
             slack.push_event({"type": "block_actions", "actions": []}, "interactive"),  # not handled
+            slack.push_event(other_team),  # ignored: another workspace (acked: Slack must not retry it)
+            slack.push_event(other_app),  # ignored: another app
         ]
         for envelope_id in ids:
             wait_acked(slack, envelope_id)
         assert all(slack.envelope(e).deliveries == [0] for e in ids)  # acked at once, never redelivered
         assert ing.metric("ingest_socket_envelopes_total", type="events_api", outcome="rejected") == 2
-        assert ing.metric("ingest_socket_envelopes_total", type="events_api", outcome="ignored") == 1
+        assert ing.metric("ingest_socket_envelopes_total", type="events_api", outcome="ignored") == 3
+        assert ing.metric("ingest_foreign_events_total", field="team_id") == 1
+        assert ing.metric("ingest_foreign_events_total", field="api_app_id") == 1
         assert ing.metric("ingest_socket_envelopes_total", type="interactive", outcome="not_handled") == 1
         assert ing.metric("ingest_rejections_total", endpoint="slack_socket", reason="missing_field") == 1
         assert ing.metric("ingest_rejections_total", endpoint="slack_socket", reason="bad_envelope") == 1

@@ -310,7 +310,7 @@ def live(stack: Settings) -> Iterator[Outcome]:
         token = uuid.uuid4().hex
         ingest_proc = pipe.ingest(
             ports["ingest"], uuid.uuid4().hex, token, "U0BOTMEM1",
-            extra=["--window-before", str(WINDOW_BEFORE_S), "--window-after", "0"],
+            extra=["--window-before", str(WINDOW_BEFORE_S), "--window-after", "0"], team="T0LIVE", app="A0LIVE",
         )  # fmt: skip
         mcp = command("telemetry-mcp", "--backend", "http", "--prometheus-url", prometheus.url,
                       "--loki-url", loki.url, "--timeout", "20")  # fmt: skip

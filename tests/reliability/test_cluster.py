@@ -366,7 +366,7 @@ class Run:
 
 def start_run(pipe: Pipeline, cluster: kafka_cluster.Cluster) -> Run:
     port = free_port()
-    ingest = pipe.ingest(port, SECRET, TOKEN, BOT)
+    ingest = pipe.ingest(port, SECRET, TOKEN, BOT, team="T123ABC456", app="A123ABC456")
     compactor, projector = pipe.compactor(), pipe.projector(batch_size=100)
     seen = Visibility(pipe)
     seen.start()

@@ -110,7 +110,7 @@ def _run(pipeline: Pipeline, pause: float) -> tuple[dict[str, object], list[floa
     latencies, the RSS baseline and the largest RSS sampled during the attack."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    ingest = pipeline.ingest(port, SECRET, TOKEN, BOT)
+    ingest = pipeline.ingest(port, SECRET, TOKEN, BOT, team="T123ABC456", app="A123ABC456")
     assert ingest.popen is not None
     thread = f"{int(time.time()) - 3600}.{uuid.uuid4().int % 100_000:06d}"
     acked: set[str] = set()

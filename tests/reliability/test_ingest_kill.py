@@ -48,7 +48,7 @@ def _post(url: str, body: bytes) -> bool:
 def test_kill_9_ingest_mid_stream_then_restart(pipeline: Pipeline, record: dict[str, object]) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/slack/events"
-    ingest = pipeline.ingest(port, SECRET, TOKEN, BOT)
+    ingest = pipeline.ingest(port, SECRET, TOKEN, BOT, team="T123ABC456", app="A123ABC456")
     pipeline.compactor()
     pipeline.projector()
     thread = f"{int(time.time()) - 3600}.{uuid.uuid4().int % 1_000_000:06d}"

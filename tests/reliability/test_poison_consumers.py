@@ -76,7 +76,9 @@ def test_poison_on_the_alerts_topic_goes_to_the_dlq_and_ingest_keeps_consuming(
     # Under the body limit (schemas.topics.MAX_EVENT_BYTES), but its AlertReceived is over it: the alertname
     # label is copied into the event beside the payload that carries it.
     near = {**valid, "commonLabels": {**valid["commonLabels"], "alertname": "x" * 600_000}}
-    ingest = pipeline.ingest(free_port(), SECRET, TOKEN, BOT, alerts_topic=alerts_topic)
+    ingest = pipeline.ingest(
+        free_port(), SECRET, TOKEN, BOT, team="T123ABC456", app="A123ABC456", alerts_topic=alerts_topic
+    )
     # First batch: poison then a valid group, consumed from the start.
     produce(pipeline.bootstrap, alerts_topic, [(key, good[0][: len(good[0]) // 2]), (key, good[0])])
     wait_until(
