@@ -60,6 +60,12 @@ def test_url_verification_carries_no_workspace_and_is_not_foreign() -> None:
     assert foreign_field({"type": "url_verification", "challenge": "x"}, TEAM, APP) is None
 
 
+@pytest.mark.parametrize("kind", [["event_callback"], {"a": 1}, 7, None])
+def test_an_envelope_type_of_any_json_shape_is_compared_never_hashed(kind: Any) -> None:
+    """A signed body's `type` may be a list or an object: left to mapping's 400, never a 500 here."""
+    assert foreign_field({"type": kind, "team_id": "T0", "api_app_id": "A0"}, TEAM, APP) is None
+
+
 @pytest.fixture
 def server(kafka_bootstrap: str, topic_names: dict[str, str]) -> Iterator[RunningServer]:
     running = start_server(config(kafka_bootstrap, topic_names))
