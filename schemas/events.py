@@ -329,6 +329,19 @@ class DeadLetter(BaseModel):
         return model_bytes(self)
 
 
+class MessageDeleted(EventBase):
+    """A person deleted a message of the thread (Slack `message_deleted`). The projector hides that
+    message's row from the model's context (its compact becomes `hidden_view()`); the raw is kept."""
+
+    type: Literal["message_deleted"] = "message_deleted"
+    ts: str  # the deleted message's ts
+    user: str | None = None  # who wrote it, when Slack says (`previous_message.user`)
+
+    def hidden_view(self) -> dict[str, Any]:
+        """What the model sees in place of the deleted message: that it was deleted, never its text."""
+        return {"deleted": True, "user": self.user, "ts": self.ts}
+
+
 ThreadEvent = Annotated[
     AlertReceived
     | IncidentStateChanged
@@ -341,7 +354,8 @@ ThreadEvent = Annotated[
     | SlackPostRecorded
     | RoundCommitted
     | ReRendered
-    | Wake,
+    | Wake
+    | MessageDeleted,
     Field(discriminator="type"),
 ]
 
@@ -358,6 +372,7 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     RoundCommitted,
     ReRendered,
     Wake,
+    MessageDeleted,
 )
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(ThreadEvent)
@@ -408,6 +423,7 @@ __all__ = [
     "HumanMessage",
     "IncidentStateChanged",
     "JudgeVerdict",
+    "MessageDeleted",
     "ReRendered",
     "Role",
     "RoundCommitted",

@@ -22,6 +22,7 @@ from schemas.events import (
     HumanMessage,
     IncidentStateChanged,
     JudgeVerdict,
+    MessageDeleted,
     ReRendered,
     RoundCommitted,
     Selection,
@@ -74,6 +75,8 @@ def samples() -> list[EventBase]:
                    policy="headline"),
         Wake(thread_ts=T, message_id=message_id(T, None, "wake", 0), event_time=AT, reason="mention",
              trigger_message_id=message_id(T, None, "human", "1700000001.0002"), user="U1"),
+        MessageDeleted(thread_ts=T, message_id=message_id(T, None, "deleted", "1700000001.0002"), event_time=AT,
+                       ts="1700000001.0002", user="U1"),
     ]  # fmt: skip
 
 

@@ -10,9 +10,11 @@ Decisions (Slack retries any non-2xx, so a 4xx is only for input that is malform
 - `app_mention` -> HumanMessage(mention=True) + Wake(reason="mention"); the wake comes
   only from app_mention, so one mention wakes the agent once.
 - `message_changed` -> a NEW HumanMessage (id from the edit's ts) with edit_of = the
-  original ts. The original row is never rewritten (events are facts).
+  original ts: the event is a fact of its own; the projector makes it the original row's view.
+- `message_deleted` -> MessageDeleted (id from the deleted message's ts): the projector hides
+  that row from the model's context; the raw stays in the row.
 - The bot's own messages (bot_id, bot_message subtype, or the configured bot user) and
-  other subtypes (message_deleted, channel_join, ...) -> a deliberate 200 ignore.
+  other subtypes (channel_join, ...) -> a deliberate 200 ignore.
 - Messages outside a thread (no thread_ts) -> ignore: an incident lives in a thread.
 - A `message` event's `channel_type` (public `channel`, private `group`, `im`, `mpim`) is kept on the
   HumanMessage, so recall knows where the incident may be seen (invariant 14). `app_mention` has none:
@@ -26,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from schemas.events import ChannelType, HumanMessage, Wake
+from schemas.events import ChannelType, HumanMessage, MessageDeleted, Wake
 from schemas.ids import message_id, thread_key
 from services.ingest.planned import Planned, get_dict, get_str, slack_ts, ts_to_datetime
 from services.ingest.rejections import Ignored, Rejected, missing
@@ -102,6 +104,8 @@ def _message(event: dict[str, Any], bot_user_id: str | None, threads: Threads) -
     subtype = event.get("subtype")
     if subtype == "message_changed":
         return _edit(event, bot_user_id, threads)
+    if subtype == "message_deleted":
+        return _deletion(event, bot_user_id, threads)
     if (why := _is_bot(event, bot_user_id)) is not None:
         raise Ignored(why)
     if subtype not in TEXT_SUBTYPES:
@@ -148,6 +152,30 @@ def _edit(event: dict[str, Any], bot_user_id: str | None, threads: Threads) -> l
     text = get_str(new, "text", "event.message.") or ""
     mention = mentions(text, bot_user_id)
     return [Planned("events", _human(thread_ts, edit_ts or "", new, text, mention, edit_of=original_ts))]
+
+
+def _deletion(event: dict[str, Any], bot_user_id: str | None, threads: Threads) -> list[Planned]:
+    """`deleted_ts` names the deleted message; its thread comes from `previous_message` (the deleted
+    message, as Slack sends it) or the event itself. Without a thread there is no row to hide, and a
+    deleted message of the bot's own is not a human row."""
+    old = event.get("previous_message")
+    old = old if isinstance(old, dict) else {}
+    if (why := _is_bot(old, bot_user_id)) is not None:
+        raise Ignored(why)
+    channel = event.get("channel") if isinstance(event.get("channel"), str) else None
+    source, where = (old, "event.previous_message.") if "thread_ts" in old else (event, "event.")
+    thread_ts = _thread(source, where, threads, channel)
+    deleted_ts = slack_ts(event, "deleted_ts", "event.") or ""
+    when = slack_ts(event, "ts", "event.", required=False) or slack_ts(event, "event_ts", "event.") or ""
+    user = old.get("user")
+    deletion = MessageDeleted(
+        thread_ts=thread_ts,
+        message_id=message_id(thread_ts, None, "deleted", deleted_ts),
+        event_time=ts_to_datetime(when),
+        ts=deleted_ts,
+        user=user if isinstance(user, str) and user else None,
+    )
+    return [Planned("events", deletion)]
 
 
 def _human(

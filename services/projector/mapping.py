@@ -24,6 +24,7 @@ from schemas.events import (
     HumanMessage,
     IncidentStateChanged,
     JudgeVerdict,
+    MessageDeleted,
     ReRendered,
     RoundCommitted,
     SlackPostRecorded,
@@ -31,7 +32,7 @@ from schemas.events import (
     ToolResult,
     Wake,
 )
-from schemas.ids import NULL_ROUND, canonical_args_hash
+from schemas.ids import NULL_ROUND, canonical_args_hash, message_id
 from schemas.tokens import count_tokens
 from services.projector.profile_facts import ProfileFact, profile_facts
 
@@ -313,10 +314,34 @@ def _map_state(event: IncidentStateChanged) -> list[Op]:
 
 
 def _map_human(event: HumanMessage) -> list[Op]:
+    if event.edit_of is not None:
+        return [_edit(event, event.edit_of)]
     # Every human turn is recorded with round NULL (invariant 11): it is a fact of the thread,
     # not part of a bot round, so no marker will ever publish it.
     # `compact`: the model's view, written by the compactor when it differs from the raw (a secret).
     return [InsertRow(_row(event, "human", event.row_content(), compact=event.compact, outside_round=True))]
+
+
+def _edit(event: HumanMessage, original_ts: str) -> ReRender:
+    """An edit becomes the original row's view: the model sees the edited text only (redacted by the
+    compactor like every human turn), the original's raw stays in `content`. The last edit in the
+    thread's order wins, and applying one twice writes the same compact (invariants 2 and 8)."""
+    return _hide_behind(event, original_ts, event.compact or event.row_content())
+
+
+def _map_deleted(event: MessageDeleted) -> list[Op]:
+    """A deleted message's row stays (its raw is kept), but the model sees only that it was deleted."""
+    return [_hide_behind(event, event.ts, event.hidden_view())]
+
+
+def _hide_behind(event: EventBase, original_ts: str, view: dict[str, Any]) -> ReRender:
+    compact = _json(view)
+    return ReRender(
+        thread_ts=event.thread_ts,
+        target_id=message_id(event.thread_ts, None, "human", original_ts),
+        compact=compact,
+        tokens=_tokens(view, compact),
+    )
 
 
 def _drop_unset(content: dict[str, Any], *keys: str) -> None:
@@ -426,6 +451,7 @@ _MAPPERS: dict[type[EventBase], Callable[[Any], list[Op]]] = {
     ReRendered: _map_re_render,
     ToolResult: _map_nothing,
     Wake: _map_nothing,
+    MessageDeleted: _map_deleted,
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.events import AlertReceived, HumanMessage, IncidentStateChanged, Wake
+from schemas.events import AlertReceived, HumanMessage, IncidentStateChanged, MessageDeleted, Wake
 from services.ingest.alerts import KnownIncident, Window, group_thread_ts, map_webhook, parse_time
 from services.ingest.planned import SLACK_TS, parse_json_object, ts_to_datetime
 from services.ingest.rejections import Ignored, Rejected
@@ -120,6 +121,34 @@ def test_edit_is_a_new_event_pointing_at_the_original() -> None:
     assert edit.edit_of == "1710408500.000200" and edit.text.endswith("(not 09:26)")
 
 
+def test_deletion_is_an_event_naming_the_deleted_message() -> None:
+    event = {
+        "type": "message",
+        "subtype": "message_deleted",
+        "hidden": True,
+        "channel": "C123ABC456",
+        "channel_type": "channel",
+        "ts": "1710408800.000500",
+        "event_ts": "1710408800.000500",
+        "deleted_ts": "1710408500.000200",
+        "previous_message": {
+            "type": "message",
+            "user": "U123ABC456",
+            "text": "db password is hunter2-Xq9",
+            "ts": "1710408500.000200",
+            "thread_ts": TS,
+        },
+    }
+    [(destination, deletion)] = callback(envelope(event)).planned
+    assert destination == "events" and isinstance(deletion, MessageDeleted)
+    assert deletion.thread_ts == T and deletion.ts == "1710408500.000200" and deletion.user == "U123ABC456"
+    assert deletion.message_id == f"{T}:-:deleted:1710408500.000200"
+    assert "hunter2" not in deletion.to_bytes().decode()  # the event names the message, never its text
+    [op] = map_event(deletion)
+    assert op.target_id == f"{T}:-:human:1710408500.000200"  # type: ignore[union-attr]
+    assert json.loads(op.compact) == {"deleted": True, "user": "U123ABC456", "ts": "1710408500.000200"}  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
     ("event", "reason"),
     [
@@ -127,7 +156,29 @@ def test_edit_is_a_new_event_pointing_at_the_original() -> None:
         ({**message(TS, "1.2", "hi"), "subtype": "bot_message"}, "bot_message"),
         (message(TS, "1.2", "I am the bot", user=BOT), "own_message"),
         (mention(TS, "1.2", user=BOT), "own_message"),
-        ({**message(TS, "1.2", "x"), "subtype": "message_deleted"}, "subtype_ignored:message_deleted"),
+        (
+            {
+                "type": "message",
+                "subtype": "message_deleted",
+                "hidden": True,
+                "channel": "C1",
+                "ts": "1.3",
+                "deleted_ts": "1.2",
+            },
+            "not_in_thread",
+        ),
+        (
+            {
+                "type": "message",
+                "subtype": "message_deleted",
+                "hidden": True,
+                "channel": "C1",
+                "ts": "1.3",
+                "deleted_ts": "1.2",
+                "previous_message": {**message(TS, "1.2", "x"), "bot_id": "B1"},
+            },
+            "bot_message",
+        ),
         ({**message(TS, "1.2", "x"), "subtype": "channel_join"}, "subtype_ignored:channel_join"),
         ({k: v for k, v in message(TS, "1.2", "top level").items() if k != "thread_ts"}, "not_in_thread"),
         (

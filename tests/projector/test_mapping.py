@@ -229,7 +229,7 @@ def awkward_events() -> list[EventBase]:
     return [
         HumanMessage(
             thread_ts=T, message_id=message_id(T, None, "human", "1\t\r\n\\"), event_time=T0,
-            user="U\t1", ts="1.2", text=ODD, edit_of="0.1",
+            user="U\t1", ts="1.2", text=ODD,  # an edit is no row of its own: see test_edit_*
         ),
         AlertReceived(
             thread_ts=T, message_id=message_id(T, None, "alert", 0), event_time=T0, status="firing",
