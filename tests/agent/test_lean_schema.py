@@ -42,7 +42,8 @@ def test_lean_schema_states_an_optional_argument_once() -> None:
 
 
 def test_the_telemetry_tool_schemas_are_terse() -> None:
-    """What every investigate call pays: the four telemetry tools' schemas, as the agent sends them."""
+    """What every investigate call pays: the four telemetry tools' schemas and `search_thread`'s (issue 34),
+    as the agent sends them."""
     import asyncio
 
     from schemas.tokens import count_tokens, render_for_model
@@ -53,6 +54,9 @@ def test_the_telemetry_tool_schemas_are_terse() -> None:
     tools = asyncio.run(build_server(config_mod.load({}, None)).list_tools())
     specs = [tool_spec(t) for t in tools if t.name != "get_evidence"]
     assert sorted(s["function"]["name"] for s in specs) == [
-        "get_pod_events", "query_loki", "query_prometheus", "query_tempo"
+        "get_pod_events", "query_loki", "query_prometheus", "query_tempo", "search_thread"
     ]  # fmt: skip
-    assert count_tokens(render_for_model(specs)) < 350  # 495 before terse descriptions, 568 with titles
+    telemetry = [s for s in specs if s["function"]["name"] != "search_thread"]
+    search = [s for s in specs if s["function"]["name"] == "search_thread"]
+    assert count_tokens(render_for_model(telemetry)) < 350  # 495 before terse descriptions, 568 with titles
+    assert count_tokens(render_for_model(search)) < 80
