@@ -121,8 +121,9 @@ def _assert_bounded(
     assert any("not offered" in e and "get_evidence" in e for e in errors)
     assert any("not offered" in e and "drop_all_tables" in e for e in errors)
     assert sum("namespace" in e for e in errors) >= 3
-    ai = next(r for r in rows if r[0] == f"{thread}:1:investigate:0")
-    assert "time range clamped" in ai[4]["text"] and "limit clamped" in ai[4]["text"]
+    # The alert's playbook (issue 33) may take the first investigate turn: the model's own turn says the clamps.
+    turns = [r[4]["text"] for r in rows if r[1] == "ai" and r[0].startswith(f"{thread}:1:investigate:")]
+    assert any("time range clamped" in t and "limit clamped" in t for t in turns), turns
     assert any(r[0] == f"{thread}:1:post:0" for r in rows)
 
 
