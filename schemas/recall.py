@@ -156,7 +156,20 @@ def recall(
     now: datetime | None = None,
 ) -> list[Hit]:
     """Concurrent and historical incidents like `thread`, each with its reasons, visible to its channel."""
-    q = load_profile(conn, thread)
+    return recall_for(conn, load_profile(conn, thread), k=k, groups=groups, now=now)
+
+
+def recall_for(
+    conn: psycopg.Connection,
+    q: Candidate,
+    *,
+    k: int = 5,
+    groups: Sequence[frozenset[str]] = (),
+    now: datetime | None = None,
+) -> list[Hit]:
+    """`recall` for a query profile the caller built from the thread's own facts (the agent's recall at an
+    alert's open reads its round's facts too); the channel is the profile's, never a caller's."""
+    thread = q.thread_ts
     channels = visible_channels(q.channel, groups)
     if not channels:
         return []

@@ -38,6 +38,7 @@ from services.agent.playbooks import (
     plan_calls,
 )
 from services.agent.preamble import Trigger, pinned_window, render_preamble
+from services.agent.recall_step import recall_step
 from services.agent.rerender import Plan, plan_rerenders
 from services.agent.toolpath import ProjectionTimeout, ToolPath
 from services.boundary.redact import redact_value
@@ -245,6 +246,7 @@ async def run_round(
             emitter=emitter,
             raw_reader=read_raw,
             playbook=playbook_plan(ctx, toolbox) if wake.reason == "alert" else None,
+            recall=recall_step(conn, ctx, emitter, wake),
         )
         log.info("round started", extra=about(thread_ts, wake.trigger_message_id, round=round_))
         final = await build_graph(deps).ainvoke(
