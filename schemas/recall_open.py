@@ -26,6 +26,7 @@ from schemas.recall import recall_for
 from schemas.recall_scoring import Candidate, Hit
 
 MAX_REASONS: Final = 3  # per hit, most telling first: the row stays small (docs/recall.md)
+REASON_CHARS: Final = 96  # a reason quoting a long log pattern is cut (the profile keeps it whole)
 
 _OWN_FACTS: Final = "SELECT source_id, kind, at, facts FROM incident_profile_facts WHERE thread_ts = %s"
 _LEXEMES: Final = "SELECT tsvector_to_array(to_tsvector('english', %s))"
@@ -114,13 +115,17 @@ def recall_at_open(
     return OpenRecall(q.channel, recorded_hits(hits, links(conn, [h.thread_ts for h in hits])))
 
 
+def _clip(reason: str) -> str:
+    return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 1] + "…"
+
+
 def recorded_hits(hits: Sequence[Hit], found: dict[str, str]) -> tuple[RecalledIncident, ...]:
     return tuple(
         RecalledIncident(
             thread=h.thread_ts,
             kind="concurrent" if h.kind == "concurrent" else "historical",
             score_milli=max(0, round(h.score * 1000)),
-            reasons=list(h.reasons[:MAX_REASONS]),
+            reasons=[_clip(r) for r in h.reasons[:MAX_REASONS]],
             link=found.get(h.thread_ts),
         )
         for h in hits
