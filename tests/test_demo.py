@@ -12,7 +12,18 @@ from services.runtime.settings import Settings
 
 CLI = str(Path(sys.executable).with_name("incident-memory"))
 SEED_ROLES = (
-    ["alert", "ai", "tool", "tool", "tool", "ai", "ai", "judge", "post"]
+    [
+        "alert",
+        "alert",
+        "ai",
+        "tool",
+        "tool",
+        "tool",
+        "ai",
+        "ai",
+        "judge",
+        "post",
+    ]  # the alert, then its recall
     + ["human"] * 5
     + ["ai", "tool", "ai", "ai", "judge", "post"]
 )
@@ -43,9 +54,15 @@ def test_demo_prints_the_seed_table(stack: Settings, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = _table_rows(proc.stdout)
     assert [r[2] for r in rows] == SEED_ROLES
-    assert [int(r[0]) for r in rows] == list(range(1, 21))
+    seqs = [int(r[0]) for r in rows]
+    assert seqs == sorted(seqs) and len(seqs) == 21  # after the payments thread's rows (issue 37)
     assert [r[1] for r in rows].count("1") == 8 and [r[1] for r in rows].count("2") == 6
-    total = re.search(r"total \(20 rows\)\s+([\d,]+)\s+([\d,]+)", proc.stdout)
+    assert re.search(
+        r"^recall: concurrent \S+ https://slack\.com/archives/\S+ \(.*error patterns shared",
+        proc.stdout,
+        re.M,
+    )
+    total = re.search(r"total \(21 rows\)\s+([\d,]+)\s+([\d,]+)", proc.stdout)
     assert total, proc.stdout
     raw, ctx = (int(g.replace(",", "")) for g in total.groups())
     assert raw > 40_000

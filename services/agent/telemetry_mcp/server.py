@@ -217,10 +217,10 @@ def build_server(
 
     @app.tool()
     async def recall_incidents(
-        query: Annotated[str, Field(description="what to look for in other incidents")],
+        query: Annotated[str, Field(description="words to match")],
         thread: Thread = None,
     ) -> CallToolResult:
-        """Other incidents like this one (concurrent, or past with how they were resolved), with why."""
+        """Incidents like this one (concurrent or past, how resolved), with reasons."""
 
         async def found() -> CallToolResult:
             if not thread:  # never unscoped: the thread's own channel decides what it may see
