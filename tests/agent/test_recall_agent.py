@@ -174,3 +174,26 @@ def test_a_recall_event_maps_to_its_one_row_and_a_misnamed_one_is_refused() -> N
     bad = event.model_copy(update={"message_id": message_id(QUERY, None, "alert", 1)})
     with pytest.raises(MappingError):
         map_event(bad)
+
+
+def test_the_first_posts_concurrent_block_links_by_code_and_escapes_the_reasons() -> None:
+    from schemas.events import ThreadPost
+    from services.agent.voice.blocks import post_blocks
+
+    good = RecalledIncident(
+        thread=PUBLIC_PAY,
+        kind="concurrent",
+        score_milli=612,
+        reasons=["same <!channel> & <@U1>"],
+        link="https://slack.com/archives/C0INCIDENT/p1",
+    )
+    forged = RecalledIncident(thread="x|y", kind="concurrent", score_milli=1, link="javascript:alert(1)")
+    post = ThreadPost(thread_ts=QUERY, message_id=message_id(QUERY, 1, "post", 0), event_time=OPENED, round=1,
+                      kind="questions", text="Before I conclude:\n1. why?", model="m", concurrent=[good, forged])  # fmt: skip
+    _, blocks = post_blocks(post)
+    text = blocks[1]["text"]["text"]
+    assert f"<https://slack.com/archives/C0INCIDENT/p1|{PUBLIC_PAY}>" in text
+    assert "same &lt;!channel&gt; &amp; &lt;@U1&gt;" in text and "<!channel>" not in text
+    assert "javascript" not in text and "`x|y`" in text
+    plain = post.model_copy(update={"concurrent": None})
+    assert b"concurrent" not in plain.to_bytes()  # a post without one keeps its bytes

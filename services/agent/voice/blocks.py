@@ -57,9 +57,19 @@ def concurrent_block(hits: list[RecalledIncident]) -> dict[str, Any]:
     (a Slack permalink recall checked), its reasons escaped (they quote log lines and people's words)."""
     lines = ["*Concurrent incident" + ("s" if len(hits) > 1 else "") + "* (part of a wider outage?)"]
     for h in hits:
-        where = link(h.link, h.thread) if h.link else f"`{escape(h.thread)}`"
+        where = _thread_link(h)
         lines.append(f"• {where}: {escape('; '.join(h.reasons))}")
     return {"type": "section", "text": {"type": "mrkdwn", "text": _clip("\n".join(lines))}}
+
+
+def _thread_link(hit: RecalledIncident) -> str:
+    """The thread's link when it is one the bot may post (an http(s) permalink), else its id as code."""
+    if hit.link:
+        try:
+            return link(hit.link, hit.thread)
+        except ValueError:
+            pass
+    return f"`{escape(hit.thread)}`"
 
 
 def alert_blocks(alert: AlertReceived) -> tuple[str, list[dict[str, Any]]]:
