@@ -5,13 +5,14 @@ playbook's first tool results are staged and their facts give the thread a cause
 alone has only labels). The result is a `RecallRecorded` event, projected as one small row beside the
 alert, so a later load reads it (one query) and never recomputes it; a retried round finds the row
 and reuses it. The thread's channel comes from its own events (schemas/recall_open.py): while the
-poster has not yet recorded where the alert's thread is, recall waits a little, then records that
-nothing could be recalled (visibility fails closed, invariant 14).
+poster has not yet recorded where the alert's thread is, recall waits a little; if it still is not known,
+nothing is recalled and nothing recorded (visibility fails closed, invariant 14), and it is logged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,9 +26,12 @@ from schemas.recall_open import OpenRecall, recall_at_open
 from services.agent.context import LoadedContext
 from services.agent.emitter import EventEmitter
 from services.agent.recall_view import hits_of, is_recall_row, recall_id
+from services.runtime.logs import about
+
+log = logging.getLogger("agent.recall")
 
 HISTORICAL: Final = 3  # past incidents recorded at most (every concurrent one is)
-CHANNEL_WAIT_S: Final = 3.0  # for the poster's record of the alert's thread (it posts on the alert)
+CHANNEL_WAIT_S: Final = 1.0  # for the poster's record of the alert's thread (it posts on the alert)
 
 
 @dataclass
@@ -41,6 +45,12 @@ class RecallStep:
     async def __call__(self) -> list[RecalledIncident]:
         if self.recorded is None:
             found = await self._compute()
+            if found.channel is None:
+                log.warning(
+                    "recall skipped: the thread's channel is not on record", extra=about(self.thread_ts, None)
+                )
+                self.recorded = []
+                return self.recorded
             event = RecallRecorded(
                 thread_ts=self.thread_ts,
                 message_id=recall_id(self.thread_ts),

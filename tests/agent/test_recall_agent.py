@@ -197,3 +197,29 @@ def test_the_first_posts_concurrent_block_links_by_code_and_escapes_the_reasons(
     assert "javascript" not in text and "`x|y`" in text
     plain = post.model_copy(update={"concurrent": None})
     assert b"concurrent" not in plain.to_bytes()  # a post without one keeps its bytes
+
+
+class Sent:
+    """The emitter's one method, recording what would go to Kafka."""
+
+    def __init__(self) -> None:
+        self.events: list[EventBase] = []
+
+    def send(self, *events: EventBase) -> None:
+        self.events.extend(events)
+
+
+def test_the_step_records_its_result_once_and_nothing_while_the_channel_is_unknown(
+    projected: psycopg.Connection,
+) -> None:
+    from services.agent.recall_step import RecallStep
+
+    sent = Sent()
+    unknown = RecallStep(projected, NO_ROOT, sent, MAPPED)  # type: ignore[arg-type]
+    assert asyncio.run(unknown()) == [] and sent.events == []  # fails closed: no row, no hit
+    known = RecallStep(projected, QUERY, sent, MAPPED)  # type: ignore[arg-type]
+    first = asyncio.run(known())
+    assert asyncio.run(known()) == first and len(sent.events) == 1  # computed and recorded once
+    (event,) = sent.events
+    assert isinstance(event, RecallRecorded) and event.message_id == f"{QUERY}:-:recall:0"
+    assert event.channel == CHANNEL and [h.thread for h in event.hits] == [PUBLIC_PAY]
