@@ -25,8 +25,8 @@ from schemas.incident_profile import Fact, Profile, build_profile
 from schemas.recall import recall_for
 from schemas.recall_scoring import Candidate, Hit
 
-MAX_REASONS: Final = 3  # per hit, most telling first: the row stays small (docs/recall.md)
-REASON_CHARS: Final = 96  # a reason quoting a long log pattern is cut (the profile keeps it whole)
+MAX_REASONS: Final = 2  # per hit, most telling first: the row stays small (docs/recall.md)
+REASON_CHARS: Final = 80  # a reason quoting a long log pattern is cut (the profile keeps it whole)
 
 _OWN_FACTS: Final = "SELECT source_id, kind, at, facts FROM incident_profile_facts WHERE thread_ts = %s"
 _LEXEMES: Final = "SELECT tsvector_to_array(to_tsvector('english', %s))"

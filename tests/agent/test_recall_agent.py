@@ -27,7 +27,7 @@ from schemas.events import (
     SlackPostRecorded,
 )
 from schemas.ids import message_id, voice_id
-from schemas.recall_open import recall_at_open
+from schemas.recall_open import REASON_CHARS, recall_at_open
 from services.agent.context import ContextRow, LoadedContext, row_to_message
 from services.agent.recall_step import recall_step
 from services.agent.telemetry_mcp.incident_recall import IncidentRecall, RecallUnavailable
@@ -117,7 +117,9 @@ def test_recall_at_open_finds_the_concurrent_incident_by_the_rounds_staged_facts
     assert [(h.thread, h.kind) for h in found.hits] == [(PUBLIC_PAY, "concurrent")]
     hit = found.hits[0]
     assert hit.link == f"https://slack.com/archives/{CHANNEL}/p1773456870000900"
-    assert any("error patterns shared" in r for r in hit.reasons) and all(len(r) <= 96 for r in hit.reasons)
+    assert any("error patterns shared" in r for r in hit.reasons) and all(
+        len(r) <= REASON_CHARS for r in hit.reasons
+    )
 
 
 def test_recall_at_open_without_a_known_channel_recalls_nothing(projected: psycopg.Connection) -> None:
