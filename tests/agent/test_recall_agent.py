@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from services.agent.context import ContextRow, LoadedContext, row_to_message
 
 from schemas.events import (
     AlertReceived,
@@ -28,7 +29,6 @@ from schemas.events import (
 )
 from schemas.ids import message_id, voice_id
 from schemas.recall_open import REASON_CHARS, recall_at_open
-from services.agent.context import ContextRow, LoadedContext, row_to_message
 from services.agent.recall_step import recall_step
 from services.agent.telemetry_mcp.incident_recall import IncidentRecall, RecallUnavailable
 from services.boundary.scope import Scope, check_call
