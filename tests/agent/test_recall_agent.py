@@ -15,7 +15,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from services.agent.context import ContextRow, LoadedContext, row_to_message
 
 from schemas.events import (
     AlertReceived,
@@ -32,6 +31,7 @@ from schemas.recall_open import REASON_CHARS, recall_at_open
 from services.agent.recall_step import recall_step
 from services.agent.telemetry_mcp.incident_recall import IncidentRecall, RecallUnavailable
 from services.boundary.scope import Scope, check_call
+from services.context_render.context import ContextRow, LoadedContext, row_to_message
 from services.projector import store
 from services.projector.mapping import InsertRow, MappingError, map_event
 
