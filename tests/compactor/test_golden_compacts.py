@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.compactor.golden_cases import GOLDEN, cases, digest
+from .golden_cases import GOLDEN, cases, digest
 
 
 def test_every_compact_is_byte_identical_to_its_golden() -> None:
