@@ -30,7 +30,7 @@ from psycopg.types.json import Jsonb
 
 from schemas import projections, topics
 from schemas.migrate import apply_migrations
-from services.compactor.config import SETTINGS_ENV, load_config
+from services.compaction.config import SETTINGS_ENV, load_config
 from services.rederive.names import Names
 from services.rederive.progress import (
     Eta,

@@ -29,7 +29,7 @@ from services.agent.preamble import Trigger, render_preamble
 from services.agent.round import alert_context, plan_round, playbook_plan
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.agent.toolpath import CachedDigest, ToolPath
-from services.compactor.selector import default_selector
+from services.compaction.selector import default_selector
 from services.compactor.stream import compact_event
 from services.projector.mapping import (
     CacheDigest,

@@ -24,7 +24,7 @@ from benchmarks.bench_loki_streams import BUDGETS as STREAM_BUDGETS
 from benchmarks.bench_loki_streams import answer
 from deploy.local.seed import generate_loki, generate_prometheus, generate_tempo, seed_incident, shapes
 from schemas.events import canonical_json
-from services.compactor.registry import compact_tool_result
+from services.compaction.registry import compact_tool_result
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGHUB = ROOT / "benchmarks" / "corpus" / "loghub"
