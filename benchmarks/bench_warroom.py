@@ -33,7 +33,7 @@ from services.agent.discussion import plan_discussion
 from services.agent.mcp_client import McpToolbox
 from services.agent.preamble import Trigger, render_preamble
 from services.agent.round import discussion_policy
-from services.agent.telemetry_mcp.thread_search import ThreadSearch
+from services.telemetry_mcp.thread_search import ThreadSearch
 from services.runtime.kafka_client import KafkaClient
 
 SCHEMA = "bench_warroom"

@@ -50,6 +50,12 @@ def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
     [
         ("services/agent/_planted.py", "from services.projector import sql\n", "no service imports another"),
         (
+            "services/telemetry_mcp/_planted.py",
+            "from services.agent import config\n",
+            "no service imports another",
+        ),
+        ("services/voice/_planted.py", "from services.agent import graph\n", "no service imports another"),
+        (
             "services/ingest/_planted.py",
             "import deploy.local.seed\n",
             "Production never imports the dev tools",

@@ -36,7 +36,7 @@ from services.agent import metrics, outcomes, prompts
 from services.agent.answers import HypothesisAnswer, JudgeAnswer
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
 from services.agent.context import LoadedContext, message_tokens, to_messages, tool_body
-from services.agent.emitter import EventEmitter
+from services.runtime.emitter import EventEmitter
 from services.agent.input_budget import check_input
 from services.agent.judge_input import judge_message
 from services.agent.mcp_client import McpToolbox

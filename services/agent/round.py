@@ -25,7 +25,7 @@ from services.agent import metrics
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
 from services.agent.context import LoadedContext, load_context, row_digest
 from services.agent.discussion import DiscussionPolicy, plan_discussion
-from services.agent.emitter import EventEmitter
+from services.runtime.emitter import EventEmitter
 from services.agent.graph import RoundDeps, build_graph
 from services.agent.guard import guard_for
 from services.agent.mcp_client import McpToolbox, ToolCallError

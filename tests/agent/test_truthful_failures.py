@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from schemas.events import AiMessage, JudgeVerdict, ThreadPost
 from services.agent.context import ContextRow, row_to_message
-from services.agent.voice.blocks import post_blocks
+from services.voice.blocks import post_blocks
 from services.projector.mapping import StageRow, map_event
 
 T = "1773458070.545498"

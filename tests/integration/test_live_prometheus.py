@@ -110,7 +110,7 @@ class LokiStandIn:
     over the live log files. Every answer it gives is kept, so the test can compare."""
 
     def __init__(self, logs: dict[str, Path]) -> None:
-        from services.agent.telemetry_mcp import recorded
+        from services.telemetry_mcp import recorded
 
         self.answers: list[tuple[dict[str, str], dict[str, Any]]] = []
         stand_in = self
@@ -442,7 +442,7 @@ def test_the_agent_got_the_live_prometheus_answer(live: Outcome) -> None:
     """The raw in the tool row is what the live Prometheus answers to the agent's very query: asked
     again now (the window ended before the agent asked, so nothing in it changes), it says the same.
     Its series are the ingest's own counters, scraped from its /metrics."""
-    from services.agent.telemetry_mcp.wire import prometheus_query_range
+    from services.telemetry_mcp.wire import prometheus_query_range
 
     call, row = live.tool_row("query_prometheus")
     args = call["args"]

@@ -20,7 +20,7 @@ from psycopg import sql
 
 from schemas import read_model
 from schemas.tokens import count_tokens
-from services.agent.clip import prefix_within, suffix_within
+from services.boundary.clip import prefix_within, suffix_within
 from services.boundary.redact import redact_text
 
 HITS = 4  # turns per answer
