@@ -71,6 +71,11 @@ def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
         ("services/compaction/_planted2.py", "import confluent_kafka\n", "compaction library is pure"),
         ("services/compaction/_planted3.py", "import faust\n", "compaction library is pure"),
         (
+            "services/_planted.py",
+            "def bench() -> None:\n    import benchmarks.run  # noqa: F401\n",
+            "Production never imports the dev tools",
+        ),
+        (
             "services/runtime/_planted.py",
             "from deploy.local import ports\n",
             "Production never imports the dev tools",

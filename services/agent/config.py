@@ -30,11 +30,12 @@ EVIDENCE_TOOL = "get_evidence"  # reads a raw back; never a telemetry query, nev
 
 
 def default_cli() -> str:
-    """The `incident-memory` script next to this interpreter (the venv's), else whatever is on PATH."""
-    beside = Path(sys.executable).parent / "incident-memory"
+    """The production `incident-memory-service` script next to this interpreter (the venv's, the image's),
+    else whatever is on PATH."""
+    beside = Path(sys.executable).parent / "incident-memory-service"
     if beside.exists():
         return str(beside)
-    return shutil.which("incident-memory") or "incident-memory"
+    return shutil.which("incident-memory-service") or "incident-memory-service"
 
 
 @dataclass(frozen=True)

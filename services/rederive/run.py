@@ -81,8 +81,8 @@ class RunResult:
 
 
 def cli_argv() -> list[str]:
-    """How to run `incident-memory` from here: the installed script beside this interpreter, else -m."""
-    script = Path(sys.executable).parent / "incident-memory"
+    """How to run the production CLI from here: `incident-memory-service` beside this interpreter, else -m."""
+    script = Path(sys.executable).parent / "incident-memory-service"
     return [str(script)] if script.exists() else [sys.executable, "-m", "services.cli"]
 
 
