@@ -30,11 +30,13 @@ EVIDENCE_TOOL = "get_evidence"  # reads a raw back; never a telemetry query, nev
 
 
 def default_cli() -> str:
-    """The production `incident-memory-service` script next to this interpreter (the venv's, the image's),
-    else whatever is on PATH."""
-    beside = Path(sys.executable).parent / "incident-memory-service"
-    if beside.exists():
-        return str(beside)
+    """The production `incident-memory-service` script next to this interpreter (the venv's, the image's);
+    else the dev install's `incident-memory` there (a venv made before the split: it serves the same
+    subcommands); else whatever is on PATH."""
+    for name in ("incident-memory-service", "incident-memory"):
+        beside = Path(sys.executable).parent / name
+        if beside.exists():
+            return str(beside)
     return shutil.which("incident-memory-service") or "incident-memory-service"
 
 
