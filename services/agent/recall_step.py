@@ -23,9 +23,9 @@ import psycopg
 from schemas.events import RecalledIncident, RecallRecorded, Wake
 from schemas.recall import channel_groups
 from schemas.recall_open import OpenRecall, recall_at_open
-from services.agent.emitter import EventEmitter
 from services.context_render.context import LoadedContext
 from services.context_render.recall_view import hits_of, is_recall_row, recall_id
+from services.runtime.emitter import EventEmitter
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.recall")

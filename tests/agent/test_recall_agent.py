@@ -29,11 +29,11 @@ from schemas.events import (
 from schemas.ids import message_id, voice_id
 from schemas.recall_open import REASON_CHARS, recall_at_open
 from services.agent.recall_step import recall_step
-from services.agent.telemetry_mcp.incident_recall import IncidentRecall, RecallUnavailable
 from services.boundary.scope import Scope, check_call
 from services.context_render.context import ContextRow, LoadedContext, row_to_message
 from services.projector import store
 from services.projector.mapping import InsertRow, MappingError, map_event
+from services.telemetry_mcp.incident_recall import IncidentRecall, RecallUnavailable
 
 pytestmark = pytest.mark.stack
 
@@ -180,7 +180,7 @@ def test_a_recall_event_maps_to_its_one_row_and_a_misnamed_one_is_refused() -> N
 
 def test_the_first_posts_concurrent_block_links_by_code_and_escapes_the_reasons() -> None:
     from schemas.events import ThreadPost
-    from services.agent.voice.blocks import post_blocks
+    from services.voice.blocks import post_blocks
 
     good = RecalledIncident(
         thread=PUBLIC_PAY,
