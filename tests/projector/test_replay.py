@@ -133,7 +133,8 @@ def test_replay_into_a_fresh_schema_equals_the_live_projection(
         recalled = {r[0]: r for r in replayed["agent_messages"]}[
             message_id("1710500002.000100", None, "recall", 0)
         ]
-        assert recalled[3] == "alert" and recalled[5]["recall"][0]["thread"] == "1710500001.000100"
+        content = json.loads(json.dumps(recalled[5]))
+        assert recalled[3] == "alert" and content["recall"][0]["thread"] == "1710500001.000100"
         rerendered = {r[0]: r for r in replayed["agent_messages"]}[
             message_id("1710500001.000100", 1, "tools", 0)
         ]
