@@ -14,7 +14,9 @@ from typing import Any
 import psycopg
 
 from schemas.tokens import count_value_tokens
-from services.review import model, patterns, pod_events, queries
+from services.context_render.context import IncidentState
+from services.context_render.model_calls import thread_calls
+from services.review import calls, model, patterns, pod_events, queries
 from services.review.model import ThreadRow
 
 PAGE_LINES = 200
@@ -119,6 +121,21 @@ def thread(
     rows = [_thread_row(r) for r in conn.execute(THREAD_ROWS_LEAN, (thread_ts,)).fetchall()]
     post_records = conn.execute(queries.POSTS, (thread_ts,)).fetchall()
     return model.thread_view(incident, rows, raw_tokens(conn, rows), post_records)
+
+
+def model_calls(
+    conn: psycopg.Connection, thread_ts: str, channels: frozenset[str] | None
+) -> dict[str, Any] | None:
+    """Every investigate and hypothesis call of the thread, rebuilt from its rows (tool raws not read:
+    the model was never sent them)."""
+    record = conn.execute(queries.INCIDENT, (thread_ts,)).fetchone()
+    incident = _incident(conn, thread_ts, channels)
+    if incident is None or record is None:
+        return None
+    _ts, service, status, rounds, opened_at, w_start, w_end, _channel, _slack_ts = record
+    state = IncidentState(service, status, w_start, w_end, rounds, opened_at)
+    rows = [calls.stored(_thread_row(r)) for r in conn.execute(THREAD_ROWS_LEAN, (thread_ts,)).fetchall()]
+    return calls.calls_view(incident, thread_calls(thread_ts, state, rows))
 
 
 def _slices(sizes: list[int], offset: int, limit: int) -> list[tuple[int, int, int, int]]:
