@@ -162,3 +162,10 @@ ORDER BY e.i
 # Raw token counts: the rows of some threads, then the raws not yet counted.
 THREAD_IDS = "SELECT id, thread_ts FROM agent_messages WHERE thread_ts = ANY(%s)"
 CONTENTS = "SELECT id, content FROM agent_messages WHERE id = ANY(%s)"
+
+# A Prometheus raw's series (data.result of a query_range matrix), for tracing a series line.
+PROM_RESULT = """
+SELECT CASE WHEN jsonb_typeof(m.content -> 'data' -> 'result') = 'array' THEN m.content -> 'data' -> 'result' END
+FROM agent_messages m
+WHERE m.thread_ts = %(thread_ts)s AND m.id = %(id)s
+"""

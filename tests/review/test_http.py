@@ -202,3 +202,61 @@ def test_a_pod_events_group_leads_to_the_events_it_sums(serve_schema, pg_schema:
     assert (got["stated"], got["found"], got["events"], got["agrees"]) == (15, 15, 2, True)
     assert [line["n"] for line in got["lines"]] == [0, 1]
     assert (other["found"], other["agrees"]) == (1, True)
+
+
+def test_a_prometheus_series_line_leads_to_the_samples_of_each_trend_segment(
+    serve_schema, pg_schema: str, owner_conn
+) -> None:
+    """Issue 38 item 3: a trend segment (`rising ... from 03:02:00`) is traced to the points behind it."""
+    ts = "1710000000.000012"
+    insert_incident(owner_conn, ts, "checkout", "C0PROM")
+    start = 1773457200  # 2026-03-14 03:00:00Z
+    flat_then_rising = [[start + 60 * i, str(100 if i < 2 else 100 + 50 * (i - 1))] for i in range(5)]
+    raw = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                {"metric": {"pod": "a-1"}, "values": flat_then_rising},
+                {"metric": {"pod": "b-1"}, "values": [[start, "1"], [start + 60, "1"]]},
+                {"metric": {"pod": "b-2"}, "values": [[start, "2"]]},
+            ],
+        },
+    }
+    compact = {
+        "series": [
+            "{pod=a-1}: max=last 250; flat ~100, then rising ~50/min from 03:02:00",
+            "2 series {pod=b-*}: 1..2",
+        ]
+    }
+    insert_row(owner_conn, f"{ts}:1:tools:0", ts, 1, "tool", raw, compact, "call_1")
+    owner_conn.execute(
+        "INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens,"
+        " created_at) VALUES (%s, 'query_prometheus', 'h', %s, 'call_1', %s, 1, now())",
+        (ts, f"{ts}:1:tools:0", json.dumps(compact)),
+    )
+    row = f"/threads/{ts}/rows/{ts}:1:tools:0"
+    with serve_schema(pg_schema) as served, httpx.Client(base_url=served.url) as http:
+        one = http.get(row, params={"pattern": "0"}, headers={"Accept": "application/json"}).json()["pattern"]
+        group = http.get(row, params={"pattern": "1"}, headers={"Accept": "application/json"}).json()[
+            "pattern"
+        ]
+        page = http.get(row, params={"pattern": "0"}).text
+    assert (one["stated"], one["found"], one["listed"], one["agrees"]) == (1, 1, 5, True)
+    flat, rising = one["segments"]
+    assert (flat["label"], flat["points"], flat["min"], flat["max"]) == ("start", 2, 100, 100)
+    assert (rising["label"], rising["points"], rising["first"], rising["last"]) == (
+        "from 03:02:00",
+        3,
+        "150",
+        "250",
+    )
+    assert [line["ts"] for line in one["lines"]] == [
+        "03:00:00",
+        "03:01:00",
+        "03:02:00",
+        "03:03:00",
+        "03:04:00",
+    ]
+    assert (group["stated"], group["found"], group["listed"], group["agrees"]) == (2, 2, 3, True)
+    assert "from 03:02:00" in page and 'id="segments"' in page
