@@ -16,7 +16,7 @@ import psycopg
 from schemas.tokens import count_value_tokens
 from services.context_render.context import IncidentState
 from services.context_render.model_calls import thread_calls
-from services.review import calls, model, patterns, pod_events, queries, series
+from services.review import calls, model, patterns, pod_events, queries, series, spans
 from services.review.model import ThreadRow
 
 PAGE_LINES = 200
@@ -207,6 +207,10 @@ def row(
         view["patterns"] = series.series_items(written)
         if pattern is not None:
             view["pattern"] = series.series_points(conn, args, view["patterns"], pattern, PAGE_LINES)
+    elif r.tool == "query_tempo":
+        view["patterns"] = spans.groups(written)
+        if pattern is not None:
+            view["pattern"] = spans.group_spans(conn, args, view["patterns"], pattern, PAGE_LINES)
     elif r.tool == "get_pod_events":
         view["patterns"] = pod_events.groups(written)
         if pattern is not None:

@@ -169,3 +169,6 @@ SELECT CASE WHEN jsonb_typeof(m.content -> 'data' -> 'result') = 'array' THEN m.
 FROM agent_messages m
 WHERE m.thread_ts = %(thread_ts)s AND m.id = %(id)s
 """
+
+# One row's raw, whole (a Tempo trace: small beside a log answer), for tracing a span group.
+RAW_OF_ROW = "SELECT m.content FROM agent_messages m WHERE m.thread_ts = %(thread_ts)s AND m.id = %(id)s"

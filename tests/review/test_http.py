@@ -260,3 +260,49 @@ def test_a_prometheus_series_line_leads_to_the_samples_of_each_trend_segment(
     ]
     assert (group["stated"], group["found"], group["listed"], group["agrees"]) == (2, 2, 3, True)
     assert "from 03:02:00" in page and 'id="segments"' in page
+
+
+def _span(span_id: str, name: str, code: int, message: str = "", ms: int = 10) -> dict:
+    return {"spanId": span_id, "name": name, "startTimeUnixNano": "1773457200000000000",
+            "endTimeUnixNano": str(1773457200000000000 + ms * 1_000_000),
+            "status": {"code": code, "message": message}}  # fmt: skip
+
+
+def test_a_tempo_error_group_leads_to_its_spans(serve_schema, pg_schema: str, owner_conn) -> None:
+    """Issue 38 item 3: an error group of a trace's compact is traced to the spans it counts."""
+    ts = "1710000000.000013"
+    insert_incident(owner_conn, ts, "checkout", "C0TEMPO")
+    spans = [
+        _span("a1", "payment.charge", 2, "upstream timeout", 101),
+        _span("a2", "payment.charge", 2, "upstream timeout", 140),
+        _span("a3", "payment.charge", 2, "card declined"),
+        _span("a4", "payment.charge", 0),
+    ]
+    batch = {"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "checkout-api"}}]},
+             "scopeSpans": [{"spans": spans}]}  # fmt: skip
+    raw = {"batches": [batch]}
+    compact = {
+        "groups": [
+            '2× 03:00:00.000 checkout-api payment.charge ERROR "upstream timeout" 101..140ms',
+            '1× checkout-api payment.charge ERROR "card declined" 10ms',
+        ]
+    }
+    insert_row(owner_conn, f"{ts}:1:tools:0", ts, 1, "tool", raw, compact, "call_1")
+    owner_conn.execute(
+        "INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens,"
+        " created_at) VALUES (%s, 'query_tempo', 'h', %s, 'call_1', %s, 1, now())",
+        (ts, f"{ts}:1:tools:0", json.dumps(compact)),
+    )
+    row = f"/threads/{ts}/rows/{ts}:1:tools:0"
+    with serve_schema(pg_schema) as served, httpx.Client(base_url=served.url) as http:
+        first = http.get(row, params={"pattern": "0"}, headers={"Accept": "application/json"}).json()[
+            "pattern"
+        ]
+        second = http.get(row, params={"pattern": "1"}, headers={"Accept": "application/json"}).json()[
+            "pattern"
+        ]
+        page = http.get(row, params={"pattern": "0"}).text
+    assert (first["stated"], first["found"], first["agrees"]) == (2, 2, True)
+    assert [line["ts"] for line in first["lines"]] == ["101.0ms", "140.0ms"]
+    assert (second["stated"], second["found"], second["agrees"]) == (1, 1, True)
+    assert "Error groups → their spans" in page and "span a1" in page
