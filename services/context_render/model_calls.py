@@ -158,6 +158,9 @@ class StoredRow:
     tokens: int
     first_compact: Any = None
     first_tokens: int | None = None
+    # Its later renderings in the order applied, as (round made for, compact, tokens): rendering_history
+    # (migration 011). Empty for a row never re-rendered, or projected before that table existed.
+    history: tuple[tuple[int | None, Any, int], ...] = ()
 
     @property
     def re_rendered(self) -> bool:
@@ -182,6 +185,21 @@ class StoredRow:
         return None
 
 
+def at_round(row: StoredRow, round_: int, last: bool) -> ContextRow | None:
+    """The row as round `round_` loaded it; None when the projection cannot tell."""
+    if last:
+        return row.current()
+    if not row.history:
+        return None if row.re_rendered else row.current()  # re-rendered before the history was kept
+    if any(made is None for made, _c, _t in row.history):
+        return None  # an edit or delete: not tied to a round
+    made_by_then = [(c, t) for made, c, t in row.history if made is not None and made <= round_]
+    if not made_by_then:
+        return row.as_written()
+    compact, tokens = made_by_then[-1]
+    return ContextRow(row.id, row.role, row.tool_call_id, compact, tokens)
+
+
 def thread_calls(thread_ts: str, state: IncidentState | None, rows: Sequence[StoredRow]) -> list[ModelCall]:
     """Every round's model calls, rebuilt from the thread's rows in seq order (see the module's note
     on which rounds are exact)."""
@@ -191,9 +209,10 @@ def thread_calls(thread_ts: str, state: IncidentState | None, rows: Sequence[Sto
         first = next(i for i, r in enumerate(rows) if r.round == round_)
         earlier = [r for r in rows[:first] if r.round is None or r.round < round_]
         last = round_ == rounds[-1]
-        before = [r.current() for r in earlier]
-        # A row re-rendered since may have been shown differently then: say so rather than guess.
-        inexact = [] if last else [r.id for r in earlier if r.re_rendered]
+        then = [(r, at_round(r, round_, last)) for r in earlier]
+        # A row whose rendering then the projection does not hold: shown as it is now, and said.
+        before = [seen or r.current() for r, seen in then]
+        inexact = [r.id for r, seen in then if seen is None]
         own = [r.as_written() for r in rows if r.round == round_]
         if any(r is None for r in own):
             inexact += [r.id for r in rows if r.round == round_ and r.as_written() is None]
