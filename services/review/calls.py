@@ -25,10 +25,11 @@ PART_KIND = {
 }
 
 
-def stored(row: ThreadRow) -> StoredRow:
+def stored(row: ThreadRow, history: Sequence[Sequence[Any]] = ()) -> StoredRow:
+    """A page row with its re-renderings (made for round, policy, compact, tokens) as model_calls reads it."""
     return StoredRow(
         row.id, row.role, row.tool_call_id, row.round, row.content, row.compact, row.tokens,
-        row.first_compact, row.first_tokens,
+        row.first_compact, row.first_tokens, tuple((made, compact, tokens) for made, _p, compact, tokens in history),
     )  # fmt: skip
 
 

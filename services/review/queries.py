@@ -172,3 +172,9 @@ WHERE m.thread_ts = %(thread_ts)s AND m.id = %(id)s
 
 # One row's raw, whole (a Tempo trace: small beside a log answer), for tracing a span group.
 RAW_OF_ROW = "SELECT m.content FROM agent_messages m WHERE m.thread_ts = %(thread_ts)s AND m.id = %(id)s"
+
+# Each row's re-renderings in the order applied (migration 011), for one thread.
+HISTORY = """
+SELECT target_id, made_round, policy, compact, tokens FROM rendering_history
+WHERE thread_ts = %s ORDER BY seq
+"""

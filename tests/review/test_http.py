@@ -306,3 +306,36 @@ def test_a_tempo_error_group_leads_to_its_spans(serve_schema, pg_schema: str, ow
     assert [line["ts"] for line in first["lines"]] == ["101.0ms", "140.0ms"]
     assert (second["stated"], second["found"], second["agrees"]) == (1, 1, True)
     assert "Error groups → their spans" in page and "span a1" in page
+
+
+def test_a_row_re_rendered_twice_shows_each_rendering_in_order(
+    serve_schema, pg_schema: str, owner_conn
+) -> None:
+    """Issue 38 item 2: each rendering a row had, in order (rendering_history, migration 011), the one
+    between the first and the current included."""
+    ts = "1710000000.000014"
+    insert_incident(owner_conn, ts, "checkout", "C0RR")
+    row_id = f"{ts}:1:tools:0"
+    digest = {"summary": "1,000 lines"}
+    headline = {"re_rendered": "headline", "headline": "h"}
+    line = {"re_rendered": "one_line", "line": "l"}
+    insert_row(owner_conn, row_id, ts, 1, "tool", {"raw": 1}, line, "call_1")
+    owner_conn.execute(
+        "INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens,"
+        " created_at) VALUES (%s, 'query_loki', 'h', %s, 'call_1', %s, 7, now())",
+        (ts, row_id, json.dumps(digest)),
+    )
+    for made, policy, compact, tokens in ((2, "headline", headline, 5), (3, "one_line", line, 3)):
+        owner_conn.execute(
+            "INSERT INTO rendering_history (event_id, thread_ts, target_id, made_round, policy, compact, tokens)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (f"{ts}:-:rerender:r{made}-1-tools-0", ts, row_id, made, policy, json.dumps(compact), tokens),
+        )
+    with serve_schema(pg_schema) as served, httpx.Client(base_url=served.url) as http:
+        thread = http.get(f"/threads/{ts}", headers={"Accept": "application/json"}).json()
+        one = http.get(f"/threads/{ts}/rows/{row_id}", headers={"Accept": "application/json"}).json()
+    shown = next(r for r in thread["rows"] if r["id"] == row_id)
+    assert [(x["label"], x["tokens"]) for x in shown["renderings"]] == [
+        ("written", 7), ("headline, for round 2", 5), ("one_line, for round 3", 3),
+    ]  # fmt: skip
+    assert [x["value"] for x in one["renderings"]] == [digest, headline, line]
