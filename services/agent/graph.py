@@ -35,7 +35,6 @@ from schemas.tokens import count_tokens, render_for_model
 from services.agent import metrics, outcomes
 from services.agent.answers import HypothesisAnswer, JudgeAnswer
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
-from services.agent.emitter import EventEmitter
 from services.agent.judge_input import judge_message
 from services.agent.mcp_client import McpToolbox
 from services.agent.playbooks import PlaybookPlan
@@ -47,6 +46,7 @@ from services.context_render import prompts
 from services.context_render.context import LoadedContext, message_tokens, stored_args, to_messages, tool_body
 from services.context_render.input_budget import check_input, model_input_tokens, tool_schema_tokens
 from services.context_render.preamble import evidence_in_hand, outside_window, pinned_window
+from services.runtime.emitter import EventEmitter
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.graph")

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from schemas.events import ReRendered
 from schemas.ids import message_id
 from schemas.tokens import count_tokens, count_value_tokens, render_for_model
-from services.context_render.clip import clip_text, within
+from services.boundary.clip import clip_text, within
 from services.context_render.context import ContextRow, alert_group, alert_text, folded, row_to_message
 
 FOLD_LINE_TOKENS = 40  # the most one counted line of folded turns costs

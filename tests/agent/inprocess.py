@@ -27,7 +27,7 @@ from services.agent.mcp_client import McpToolbox
 from services.agent.round import alert_context, plan_round, playbook_plan
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.agent.toolpath import CachedDigest, ToolPath
-from services.compactor.selector import default_selector
+from services.compaction.selector import default_selector
 from services.compactor.stream import compact_event
 from services.context_render.context import (
     ContextRow,

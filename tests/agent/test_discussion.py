@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from deploy.local.warroom import WarRoom, as_rows, generate
 from schemas.events import AlertReceived
 from schemas.tokens import count_tokens, count_value_tokens
-from services.context_render.clip import clip_text
+from services.boundary.clip import clip_text
 from services.context_render.context import ContextRow, folded, message_tokens, to_messages
 from services.context_render.discussion import DiscussionPolicy, plan_discussion, salience, terms
 

@@ -42,8 +42,8 @@ from services.agent.mcp_client import McpToolbox
 from services.agent.models import build_models
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.boundary.framing import PREAMBLE_RULE
-from services.compactor.registry import budget_for, compact_tool_result
-from services.compactor.selector import Candidate, LocalDeterministicSelector
+from services.compaction.registry import budget_for, compact_tool_result
+from services.compaction.selector import Candidate, LocalDeterministicSelector
 from services.compactor.stream import compact_event
 from services.compactor.stream_selector import load_selector
 from services.context_render import prompts

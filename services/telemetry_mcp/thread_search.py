@@ -20,8 +20,8 @@ from psycopg import sql
 
 from schemas import read_model
 from schemas.tokens import count_tokens
+from services.boundary.clip import prefix_within, suffix_within
 from services.boundary.redact import redact_text
-from services.context_render.clip import prefix_within, suffix_within
 
 HITS = 4  # turns per answer
 HIT_TOKENS = 70  # of one turn's text in an answer

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.compactor.model import DraftFn
+from services.compaction.model import DraftFn
 from services.runtime.errors import UserFacingError
 from services.runtime.loading import load_attr
 

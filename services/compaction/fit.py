@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas.tokens import count_tokens, count_value_tokens, render_for_model
-from services.compactor.model import Draft, Item
+from services.compaction.model import Draft, Item
 
 LEVEL_ORDER = ("fatal", "critical", "error", "warn", "info", "debug")
 # What a shown unit is worth when choosing between coarser and finer variants: to an incident

@@ -19,7 +19,7 @@ from schemas.events import Selection, canonical_json
 from schemas.tokens import count_tokens, count_value_tokens, render_for_model
 from schemas.tools import PASSTHROUGH
 from services.boundary.redact import redact_text, redact_value
-from services.compactor.config import (
+from services.compaction.config import (
     BUILTIN,
     COMPACTOR_VERSION,
     COMPACTORS,
@@ -27,10 +27,10 @@ from services.compactor.config import (
     CompactorConfig,
     load_config,
 )
-from services.compactor.fit import Fitted, FormCosts, fit, form_cost, render
-from services.compactor.model import BudgetExceeded, Item, RawFormatError
-from services.compactor.selector import Candidate, LocalDeterministicSelector, Selector
-from services.compactor.tool_error import failure_digest, tool_failure
+from services.compaction.fit import Fitted, FormCosts, fit, form_cost, render
+from services.compaction.model import BudgetExceeded, Item, RawFormatError
+from services.compaction.selector import Candidate, LocalDeterministicSelector, Selector
+from services.compaction.tool_error import failure_digest, tool_failure
 
 log = logging.getLogger(__name__)
 

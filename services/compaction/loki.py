@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.compactor.log_anatomy import (
+from services.compaction.log_anatomy import (
     ERROR_RANK,
     LEVEL_RANK,
     HeaderShape,
@@ -32,11 +32,11 @@ from services.compactor.log_anatomy import (
     level_name,
     split_line,
 )
-from services.compactor.log_patterns import WILD, WORD, digit_family, mine_words, word_spans
-from services.compactor.log_streams import StreamSet, families
-from services.compactor.model import Draft, Item, RawFormatError
-from services.compactor.render import clip, value_range
-from services.compactor.timefmt import Clock, ns_from_integer, ns_from_rfc3339, shown
+from services.compaction.log_patterns import WILD, WORD, digit_family, mine_words, word_spans
+from services.compaction.log_streams import StreamSet, families
+from services.compaction.model import Draft, Item, RawFormatError
+from services.compaction.render import clip, value_range
+from services.compaction.timefmt import Clock, ns_from_integer, ns_from_rfc3339, shown
 
 TOOL = "query_loki"
 _LABEL_KEYS = ("detected_level", "level", "severity", "lvl", "log_level")

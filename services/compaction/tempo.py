@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas.tokens import count_value_tokens
-from services.compactor.model import Draft, Item, RawFormatError
-from services.compactor.render import clip
-from services.compactor.timefmt import Clock, ns_from_integer
+from services.compaction.model import Draft, Item, RawFormatError
+from services.compaction.render import clip
+from services.compaction.timefmt import Clock, ns_from_integer
 
 TOOL = "query_tempo"
 _ERROR_CODES = frozenset({2, "2", "STATUS_CODE_ERROR", "ERROR"})

@@ -20,9 +20,9 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from services.agent.voice.blocks import METADATA_EVENT_TYPE
-from services.agent.voice.metrics import POST_FAILURES, failure_label
 from services.runtime.errors import UserFacingError
+from services.voice.blocks import METADATA_EVENT_TYPE
+from services.voice.metrics import POST_FAILURES, failure_label
 
 SLACK_API_URL = "https://slack.com/api/"
 RATE_LIMIT_RETRIES = 20

@@ -28,10 +28,10 @@ from typing import Any, Protocol
 
 from schemas.events import AlertReceived, EventBase, RoundCommitted, SlackPostRecorded, ThreadPost
 from schemas.ids import split_thread_key, voice_id
-from services.agent.voice.blocks import alert_blocks, metadata, post_blocks
-from services.agent.voice.routing import route
 from services.boundary.redact import redact_text, redact_value
 from services.runtime.logs import about
+from services.voice.blocks import alert_blocks, metadata, post_blocks
+from services.voice.routing import route
 
 log = logging.getLogger("agent.voice")
 

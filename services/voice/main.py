@@ -26,17 +26,17 @@ from psycopg import sql
 
 from schemas import topics
 from schemas.events import EventBase, EventDecodeError, ThreadPost, parse_event
-from services.agent.emitter import EventEmitter
-from services.agent.voice import slack_api
-from services.agent.voice.poster import Voice
-from services.agent.voice.routing import parse_routes
 from services.runtime.checks import check_kafka, check_kafka_access
+from services.runtime.emitter import EventEmitter
 from services.runtime.errors import UserFacingError
 from services.runtime.health import Heartbeat, serve_metrics_and_health
 from services.runtime.kafka import consumer_config
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.logs import about, configure_logging
 from services.runtime.settings import Settings
+from services.voice import slack_api
+from services.voice.poster import Voice
+from services.voice.routing import parse_routes
 
 log = logging.getLogger("agent.voice")
 GROUP = "incident-memory-slack"

@@ -18,10 +18,10 @@ from typing import Any
 
 from schemas.tools import PASSTHROUGH, TOOL_MAP_ENV, ToolMapError, tool_map
 from services.boundary.redact import REDACTOR_VERSION
-from services.compactor import loki, passthrough, pod_events, prometheus, tempo
-from services.compactor.model import DraftFn
-from services.compactor.plugins import ENV as PLUGINS_ENV
-from services.compactor.plugins import load_plugin
+from services.compaction import loki, passthrough, pod_events, prometheus, tempo
+from services.compaction.model import DraftFn
+from services.compaction.plugins import ENV as PLUGINS_ENV
+from services.compaction.plugins import load_plugin
 from services.runtime.errors import UserFacingError
 from services.runtime.loading import json_object_setting
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from services.agent.telemetry_mcp.timeparse import (
+from services.telemetry_mcp.timeparse import (
     TimeArgError,
     ns_to_unix_seconds,
     parse_duration_ns,

@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from services.compactor.log_patterns import WILD, mine_words, words
-from services.compactor.model import Draft, Item, RawFormatError
-from services.compactor.render import value_range
-from services.compactor.timefmt import Clock, ns_from_rfc3339, shown
+from services.compaction.log_patterns import WILD, mine_words, words
+from services.compaction.model import Draft, Item, RawFormatError
+from services.compaction.render import value_range
+from services.compaction.timefmt import Clock, ns_from_rfc3339, shown
 
 TOOL = "get_pod_events"
 SECTION = "events"

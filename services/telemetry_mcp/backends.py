@@ -15,12 +15,12 @@ from typing import Any, Protocol
 
 import httpx
 
-from services.agent.telemetry_mcp import recorded, wire
-from services.agent.telemetry_mcp.config import TelemetryConfig
-from services.agent.telemetry_mcp.recorded import Recording
-from services.agent.telemetry_mcp.wire import HttpRequest, UpstreamError
 from services.runtime.errors import UserFacingError
 from services.runtime.loading import load_attr
+from services.telemetry_mcp import recorded, wire
+from services.telemetry_mcp.config import TelemetryConfig
+from services.telemetry_mcp.recorded import Recording
+from services.telemetry_mcp.wire import HttpRequest, UpstreamError
 
 
 @dataclass(frozen=True)

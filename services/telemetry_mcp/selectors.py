@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from services.agent.telemetry_mcp.wire import ToolArgError
+from services.telemetry_mcp.wire import ToolArgError
 
 _IDENT = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _STRING = r'"(?:[^"\\]|\\.)*"|`[^`]*`'

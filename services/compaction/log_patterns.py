@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from schemas.memo import Memo
-from services.compactor.log_anatomy import MONTHS_DAYS
+from services.compaction.log_anatomy import MONTHS_DAYS
 
 WILD = "<*>"
 SPLIT_MAX = 5  # a column with at most this many distinct words splits its group

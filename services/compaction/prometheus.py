@@ -81,8 +81,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from services.compactor.model import Draft, Item, RawFormatError
-from services.compactor.timefmt import Clock, ns_from_unix_seconds, shown
+from services.compaction.model import Draft, Item, RawFormatError
+from services.compaction.timefmt import Clock, ns_from_unix_seconds, shown
 
 TOOL = "query_prometheus"
 QUIET = 0.5  # below this salience a series may be collapsed into a group of similar ones

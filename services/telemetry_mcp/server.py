@@ -20,19 +20,19 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
-from services.agent.config import policy_from_env
-from services.agent.telemetry_mcp import config as config_mod
-from services.agent.telemetry_mcp.backends import Backend, Raw, make_backend
-from services.agent.telemetry_mcp.config import TelemetryConfig
-from services.agent.telemetry_mcp.evidence import EvidenceNotFound, EvidenceStore, EvidenceUnavailable
-from services.agent.telemetry_mcp.scoping import ScopeRefused, ThreadScopes, checked_meta
-from services.agent.telemetry_mcp.thread_search import BadSearch, ThreadSearch, ThreadSearchUnavailable
-from services.agent.telemetry_mcp.timeparse import TimeArgError
-from services.agent.telemetry_mcp.wire import ToolArgError, UpstreamError
 from services.boundary.redact import redact_text, redact_value
 from services.boundary.scope import Checked, ScopePolicy
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import configure_logging
+from services.runtime.scope_setting import policy_from_env
+from services.telemetry_mcp import config as config_mod
+from services.telemetry_mcp.backends import Backend, Raw, make_backend
+from services.telemetry_mcp.config import TelemetryConfig
+from services.telemetry_mcp.evidence import EvidenceNotFound, EvidenceStore, EvidenceUnavailable
+from services.telemetry_mcp.scoping import ScopeRefused, ThreadScopes, checked_meta
+from services.telemetry_mcp.thread_search import BadSearch, ThreadSearch, ThreadSearchUnavailable
+from services.telemetry_mcp.timeparse import TimeArgError
+from services.telemetry_mcp.wire import ToolArgError, UpstreamError
 
 log = logging.getLogger(__name__)
 

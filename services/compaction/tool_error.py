@@ -14,7 +14,7 @@ from typing import Any
 
 from schemas.tokens import count_value_tokens, encoding
 from schemas.tools import recorded_tool_error
-from services.compactor.render import clip
+from services.compaction.render import clip
 
 MESSAGE_TOKENS = 80  # of the tool's message, at most; the rest stays in the raw
 _TOOL_CHARS = 48

@@ -10,7 +10,7 @@ from typing import Any
 
 from schemas.events import canonical_json
 from schemas.tokens import count_value_tokens
-from services.compactor.model import Draft
+from services.compaction.model import Draft
 
 TOOL = "passthrough"
 
