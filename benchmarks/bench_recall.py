@@ -25,7 +25,7 @@ import psycopg
 from benchmarks.recall_histories import History, Incident, make_history
 from deploy.local.pipeline import fresh_schema
 from schemas.recall import recall
-from services.projector.profile_store import UPSERT_PROFILE, profile_params
+from services.projector.profile_store import UPSERT_PROFILE, posting_of, profile_params, write_recall_keys
 from services.runtime.settings import Settings
 
 SEEDS = (11, 23, 37)
@@ -50,8 +50,10 @@ WORDS = "SELECT array_to_string(tsvector_to_array(discussion_tsv), ' | ') FROM i
 
 
 def _insert(conn: psycopg.Connection, incidents: Sequence[Incident]) -> None:
+    rows = [profile_params(i.profile) for i in incidents]
     with conn.cursor() as cur:
-        cur.executemany(UPSERT_PROFILE, [profile_params(i.profile) for i in incidents])
+        cur.executemany(UPSERT_PROFILE, rows)
+        write_recall_keys(cur, {}, {r["thread_ts"]: posting_of(r) for r in rows})
 
 
 def _recount(conn: psycopg.Connection) -> None:
@@ -62,6 +64,7 @@ def _recount(conn: psycopg.Connection) -> None:
 
 def _delete(conn: psycopg.Connection, thread: str) -> None:
     conn.execute("DELETE FROM incident_profiles WHERE thread_ts = %s", (thread,))
+    conn.execute("DELETE FROM incident_recall_keys WHERE thread_ts = %s", (thread,))
 
 
 def _ranks(found: Sequence[str], relevant: set[str]) -> tuple[float, float, float]:
@@ -103,6 +106,7 @@ def evaluate(conn: psycopg.Connection, history: History) -> dict[str, float]:
         _delete(conn, q.thread_ts)
         conn.commit()
     conn.execute("DELETE FROM incident_profiles")
+    conn.execute("DELETE FROM incident_recall_keys")
     conn.execute("DELETE FROM incident_signature_counts")
     conn.commit()
     return {
@@ -153,8 +157,17 @@ def speed(conn: psycopg.Connection, history: History) -> dict[str, float]:
         """,
         (copies - 1,),
     )
+    conn.execute(
+        """
+        INSERT INTO incident_recall_keys
+        SELECT k.thread_ts || '.' || g, key, channel, private, opened_at - g * interval '400 days'
+        FROM incident_recall_keys k, generate_series(1, %s) g
+        """,
+        (copies - 1,),
+    )
     _recount(conn)  # the clones bypassed the projector, which keeps these counts
     conn.execute("ANALYZE incident_profiles")
+    conn.execute("ANALYZE incident_recall_keys")
     conn.commit()
     total = conn.execute("SELECT count(*) FROM incident_profiles").fetchone()[0]  # type: ignore[index]
     times = []

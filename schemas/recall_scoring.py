@@ -11,6 +11,7 @@ Each hit carries its reasons, in words a responder reads.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,21 +61,27 @@ class Rarity:
     def __init__(self, total: int, df: Mapping[str, int]) -> None:
         self.total = max(1, total)
         self.df = df
+        self._idf: dict[str, float] = {}  # one query scores every candidate against the same keys
 
     def idf(self, key: str) -> float:
-        return math.log(1.0 + self.total / max(1, self.df.get(key, 1)))
+        found = self._idf.get(key)
+        if found is None:
+            found = self._idf[key] = math.log(1.0 + self.total / max(1, self.df.get(key, 1)))
+        return found
 
 
-def _weight(key: str, rarity: Rarity, errors: frozenset[str]) -> float:
+def signature_weight(key: str, rarity: Rarity, errors: frozenset[str]) -> float:
+    """What sharing `key` says: its rarity, twice for an error-or-worse pattern."""
     return rarity.idf(key) * (ERROR_FACTOR if key in errors else 1.0)
 
 
 def weighted_jaccard(a: Sequence[str], b: Sequence[str], rarity: Rarity, errors: frozenset[str]) -> float:
-    union = set(a) | set(b)
-    if not union:
+    mine, theirs = set(a), set(b)
+    if not mine and not theirs:
         return 0.0
-    shared = set(a) & set(b)
-    return sum(_weight(k, rarity, errors) for k in shared) / sum(_weight(k, rarity, errors) for k in union)
+    weigh = functools.partial(signature_weight, rarity=rarity, errors=errors)
+    shared = sum(map(weigh, mine & theirs))
+    return shared / (sum(map(weigh, mine)) + sum(map(weigh, theirs)) - shared)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -171,9 +178,12 @@ def rank(
     k: int = 5,
     window_s: float = 3600.0,
 ) -> list[Hit]:
-    """Concurrent hits (open within the window, sharing the cause) first, then the k most similar past ones."""
-    concurrent: list[Hit] = []
-    historical: list[Hit] = []
+    """Concurrent hits (open within the window, sharing the cause) first, then the k most similar past ones.
+
+    Reasons are written for the returned hits only: explaining every candidate would cost more than scoring.
+    """
+    concurrent: list[tuple[float, Candidate, dict[str, float]]] = []
+    historical: list[tuple[float, Candidate, dict[str, float]]] = []
     for c in candidates:
         if c.thread_ts == q.thread_ts:
             continue
@@ -181,9 +191,16 @@ def rank(
         value = total(parts)
         if overlaps(q, c, window_s):
             if shares_cause(q, c, rarity):
-                concurrent.append(Hit(c.thread_ts, "concurrent", value, explain(q, c, parts, rarity), parts))
+                concurrent.append((value, c, parts))
             continue  # an open, unrelated incident is not history yet
         if value > 0 and (c.opened_at is None or q.opened_at is None or c.opened_at < q.opened_at):
-            historical.append(Hit(c.thread_ts, "historical", value, explain(q, c, parts, rarity), parts))
-    order = lambda h: (-h.score, h.thread_ts)  # noqa: E731
-    return sorted(concurrent, key=order) + sorted(historical, key=order)[:k]
+            historical.append((value, c, parts))
+    order = lambda h: (-h[0], h[1].thread_ts)  # noqa: E731
+    return [
+        Hit(c.thread_ts, kind, value, explain(q, c, parts, rarity), parts)
+        for kind, picked in (
+            ("concurrent", sorted(concurrent, key=order)),
+            ("historical", sorted(historical, key=order)[:k]),
+        )
+        for value, c, parts in picked
+    ]

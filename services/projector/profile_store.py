@@ -8,14 +8,15 @@ facts whose event is visible (a round's facts wait for its marker, invariant 3).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from datetime import UTC
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
 from schemas.canonical import canonical_json
 from schemas.incident_profile import Fact, Profile, build_profile
+from schemas.recall_keys import Posting, posting, posting_changes
 from services.projector.mapping import CommitRound, Op
 from services.projector.profile_facts import ProfileFact
 
@@ -52,9 +53,21 @@ WHERE incident_profiles.profile_sha256 <> EXCLUDED.profile_sha256
 """
 
 
-OLD_KEYS = (
-    "SELECT thread_ts, signatures, reason_keys FROM incident_profiles WHERE thread_ts = ANY(%s::text[])"
-)
+OLD_KEYS = """
+SELECT thread_ts, signatures, reason_keys, alertname, service, channel, private, opened_at
+FROM incident_profiles WHERE thread_ts = ANY(%s::text[])
+"""
+
+DELETE_RECALL_KEYS = """
+DELETE FROM incident_recall_keys k USING unnest(%s::text[], %s::text[]) AS d(thread_ts, key)
+WHERE k.thread_ts = d.thread_ts AND k.key = d.key
+"""
+
+INSERT_RECALL_KEYS = """
+INSERT INTO incident_recall_keys (thread_ts, key, channel, private, opened_at)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::boolean[], %s::timestamptz[])
+ON CONFLICT (thread_ts, key) DO NOTHING
+"""
 
 BUMP_COUNTS = """
 INSERT INTO incident_signature_counts (key, n) SELECT * FROM unnest(%s::text[], %s::int[]) ORDER BY 1
@@ -121,7 +134,8 @@ def write_profiles(conn: psycopg.Connection, facts: Sequence[ProfileFact], threa
     rows = [profile_params(build_profile(t, grouped[t])) for t in sorted(grouped)]
     if not rows:
         return
-    old = {t: signature_keys(s, r) for t, s, r in cur.execute(OLD_KEYS, (sorted(grouped),)).fetchall()}
+    old_rows = cur.execute(OLD_KEYS, (sorted(grouped),)).fetchall()
+    old = {r[0]: signature_keys(r[1], r[2]) for r in old_rows}
     delta = count_deltas(
         old, {r["thread_ts"]: signature_keys(r["signatures"], r["reason_keys"]) for r in rows}
     )
@@ -129,6 +143,36 @@ def write_profiles(conn: psycopg.Connection, facts: Sequence[ProfileFact], threa
     if delta:
         keys = sorted(delta)
         cur.execute(BUMP_COUNTS, (keys, [delta[k] for k in keys]))
+    write_recall_keys(
+        cur, {r[0]: _stored_posting(r) for r in old_rows}, {r["thread_ts"]: posting_of(r) for r in rows}
+    )
+
+
+def _stored_posting(row: Sequence[Any]) -> Posting:
+    _thread, signatures, reasons, alertname, service, channel, private, opened_at = row
+    return posting(
+        signatures, reasons, alertname, service, channel=channel, private=private, opened_at=opened_at
+    )
+
+
+def posting_of(params: Mapping[str, Any]) -> Posting:
+    opened = params["opened_at"]
+    return posting(
+        params["signatures"], params["reason_keys"], params["alertname"], params["service"],
+        channel=params["channel"], private=params["private"],
+        opened_at=None if opened is None else datetime.fromisoformat(opened),
+    )  # fmt: skip
+
+
+def write_recall_keys(
+    cur: psycopg.Cursor[Any], old: Mapping[str, Posting], new: Mapping[str, Posting]
+) -> None:
+    """Recall's index rows follow the profiles in the same transaction (only the keys that changed)."""
+    deletes, inserts = posting_changes(old, new)
+    if deletes:
+        cur.execute(DELETE_RECALL_KEYS, ([t for t, _ in deletes], [k for _, k in deletes]))
+    if inserts:
+        cur.execute(INSERT_RECALL_KEYS, [list(column) for column in zip(*inserts, strict=True)])
 
 
 def profile_params(profile: Profile) -> dict[str, Any]:

@@ -229,3 +229,19 @@ def test_the_signature_counts_equal_a_recount_of_the_profiles(projected: psycopg
         "SELECT key, n FROM incident_signature_counts WHERE n <> 0 ORDER BY key"
     ).fetchall()
     assert kept == recount and len(kept) >= 4
+
+
+RECALL_KEYS_FROM_PROFILES = """
+SELECT p.thread_ts, k.key, p.channel, p.private, p.opened_at FROM incident_profiles p, LATERAL (
+    SELECT unnest(p.signatures) AS key UNION SELECT 'reason:' || unnest(p.reason_keys)
+    UNION SELECT 'label:' || p.alertname || '/' || p.service WHERE p.alertname IS NOT NULL AND p.service IS NOT NULL
+) k WHERE p.channel IS NOT NULL AND p.opened_at IS NOT NULL ORDER BY 1, 2
+"""
+
+
+def test_the_recall_index_equals_the_profiles_keys(projected: psycopg.Connection) -> None:
+    """Recall's candidates come from incident_recall_keys, kept by diffs batch by batch; it must equal the
+    keys of the profiles as they now are (batch=7 made every profile change several times)."""
+    kept = projected.execute("SELECT * FROM incident_recall_keys ORDER BY 1, 2").fetchall()
+    assert kept == projected.execute(RECALL_KEYS_FROM_PROFILES).fetchall()
+    assert {r[0] for r in kept} >= {QUERY, PAST, CONCURRENT_PAY} and len(kept) >= 12
