@@ -19,14 +19,13 @@ from typing import Any, Final
 import psycopg
 
 from schemas.recall_keys import label_key, reason_key
-from schemas.recall_scoring import RARE_SHARE, Candidate, Hit, Rarity, rank, signature_weight
+from schemas.recall_scoring import Candidate, Hit, Rarity, rank, signature_weight
 
 GROUPS_ENV: Final = "RECALL_CHANNEL_GROUPS"
-CANDIDATES: Final = 100  # by shared signatures; half as many by alert and service; as many by time
+CANDIDATES: Final = 50  # by shared signatures; half as many by alert and service; as many by time
 PER_KEY: Final = 200  # the newest incidents read per signature before ranking by what they share
 OPEN_AT_MOST: Final = "7 days"  # an incident opened longer ago than this is not looked at as concurrent
-PICK_FLOOR: Final = 50  # incidents a key may be seen in and still pick candidates, whatever the share
-RARE_SIGNATURES: Final = 12  # the query's rarest patterns that pick candidates
+PICKING_KEYS: Final = 12  # the query's rarest patterns (and as many pod reasons) that pick candidates
 
 
 class RecallError(ValueError):
@@ -155,12 +154,10 @@ def _rarity(conn: psycopg.Connection, q: Candidate) -> Rarity:
     return Rarity(counts.pop("#incidents", 1), counts)
 
 
-def _rare(rarity: Rarity, keys: Iterable[str]) -> list[str]:
-    """The query's keys seen in at most RARE_SHARE of incidents, rarest first: the ones that pick candidates
-    (a common one would pick half the table and say nothing)."""
-    most = max(RARE_SHARE * rarity.total, PICK_FLOOR)  # in a small history every key is worth a look
-    rare = [k for k in keys if rarity.df.get(k, 1) <= most]
-    return sorted(rare, key=lambda k: (-rarity.idf(k), k))[:RARE_SIGNATURES]
+def _picking(rarity: Rarity, keys: Iterable[str]) -> list[str]:
+    """The query's rarest keys, the ones that pick candidates. A common key is not left out (an incident with
+    no logs has only common pod reasons to go on): PER_KEY bounds what it reads, its low weight what it adds."""
+    return sorted(keys, key=lambda k: (-rarity.idf(k), k))[:PICKING_KEYS]
 
 
 def recall(
@@ -177,7 +174,7 @@ def recall(
     if not channels:
         return []
     rarity = _rarity(conn, q)
-    keys = _rare(rarity, q.patterns) + _rare(rarity, [reason_key(r) for r in q.reasons])
+    keys = _picking(rarity, q.patterns) + _picking(rarity, [reason_key(r) for r in q.reasons])
     params: Mapping[str, Any] = {
         "channels": channels, "own": q.channel, "thread": thread,
         "keys": keys, "weights": [signature_weight(k, rarity, q.error_patterns) for k in keys],
