@@ -20,11 +20,10 @@ from typing import Final
 WEIGHTS: Final = {"patterns": 0.5, "reasons": 0.15, "shapes": 0.05, "text": 0.1, "labels": 0.2}
 LABEL_WEIGHTS: Final = {"alertname": 0.35, "service": 0.35, "namespace": 0.1, "cluster": 0.1, "severity": 0.1}
 ERROR_FACTOR: Final = 2.0
-# Concurrent recall: the share of the query's cause signature (error patterns and reasons, by
-# rarity) another open incident must hold to be called part of the same outage.
+# Concurrent recall: the share of one incident's comparable cause signature (error patterns and pod
+# reasons, by rarity) the other open incident must hold to be called part of the same outage. One rare
+# shared error is not enough: a look-alike cause shows the same symptom (benchmarks/bench_recall.py).
 CAUSE_SHARE: Final = 0.5
-# ...or one shared error pattern this rare (seen in at most this share of all incidents) suffices.
-RARE_SHARE: Final = 0.1
 
 
 @dataclass(frozen=True)
@@ -112,10 +111,20 @@ def total(parts: Mapping[str, float]) -> float:
     return round(sum(WEIGHTS[k] * v for k, v in parts.items()), 4)
 
 
+def _cause_keys(c: Candidate, other: Candidate) -> set[str]:
+    """`c`'s cause signature as far as `other` can confirm or deny it: error patterns only when both
+    looked at logs, pod reasons only when both saw pod events (absent evidence is not a difference)."""
+    keys: set[str] = set()
+    if c.patterns and other.patterns:
+        keys |= c.error_patterns
+    if c.reasons and other.reasons:
+        keys |= set(_reason_keys(c))
+    return keys
+
+
 def cause_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
-    """How much of the query's cause signature (its error patterns and pod reasons) the other holds."""
-    mine = set(q.error_patterns) | set(_reason_keys(q))
-    theirs = set(c.error_patterns) | set(_reason_keys(c))
+    """How much of the query's comparable cause signature (error patterns, pod reasons) the other holds."""
+    mine, theirs = _cause_keys(q, c), _cause_keys(c, q)
     if not mine:
         return 0.0
     weigh = rarity.idf
@@ -123,9 +132,17 @@ def cause_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
 
 
 def shares_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
-    """Same cause signature: a shared rare error pattern, or most of the query's errors and reasons."""
-    rare = any(rarity.df.get(k, 1) <= RARE_SHARE * rarity.total for k in q.error_patterns & c.error_patterns)
-    return rare or cause_share(q, c, rarity) >= CAUSE_SHARE
+    """Same cause signature: most of each one's comparable error patterns and pod reasons are the other's.
+
+    Pod reasons alone (one side has no logs) are a weak signature, drawn from a small vocabulary: they flag
+    an incident only on the same alert or the same service.
+    """
+    if max(cause_share(q, c, rarity), cause_share(c, q, rarity)) < CAUSE_SHARE:
+        return False
+    logs = bool(q.patterns and c.patterns and (q.error_patterns or c.error_patterns))
+    return logs or any(
+        q.labels.get(k) and q.labels.get(k) == c.labels.get(k) for k in ("alertname", "service")
+    )
 
 
 def overlaps(q: Candidate, c: Candidate, window_s: float) -> bool:
