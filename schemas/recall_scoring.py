@@ -131,6 +131,14 @@ def cause_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
     return sum(weigh(k) for k in mine & theirs) / sum(weigh(k) for k in mine)
 
 
+def error_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
+    """The share (by rarity) of the query's error patterns the other incident shows (0 unless both have logs)."""
+    if not (q.error_patterns and c.patterns):
+        return 0.0
+    weigh = rarity.idf
+    return sum(weigh(k) for k in q.error_patterns & c.error_patterns) / sum(weigh(k) for k in q.error_patterns)
+
+
 def shares_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
     """Same cause signature: most of each one's comparable error patterns and pod reasons are the other's.
 
@@ -212,7 +220,10 @@ def rank(
             continue  # an open, unrelated incident is not history yet
         if value > 0 and (c.opened_at is None or q.opened_at is None or c.opened_at < q.opened_at):
             historical.append((value, c, parts))
-    order = lambda h: (-h[0], h[1].thread_ts)  # noqa: E731
+    # Most of the query's error signature shown ranks first, whatever the labels, words or reasons say: a
+    # look-alike on the same alert and service with other errors is never above the true match.
+    tier = {c.thread_ts: error_share(q, c, rarity) >= CAUSE_SHARE for _v, c, _p in historical}
+    order = lambda h: (-tier.get(h[1].thread_ts, False), -h[0], h[1].thread_ts)  # noqa: E731
     return [
         Hit(c.thread_ts, kind, value, explain(q, c, parts, rarity), parts)
         for kind, picked in (
