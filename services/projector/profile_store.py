@@ -8,6 +8,7 @@ facts whose event is visible (a round's facts wait for its marker, invariant 3).
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -51,6 +52,31 @@ ON CONFLICT (thread_ts) DO UPDATE SET
     discussion_tsv = EXCLUDED.discussion_tsv, profile_sha256 = EXCLUDED.profile_sha256
 WHERE incident_profiles.profile_sha256 <> EXCLUDED.profile_sha256
 """
+
+# The same upsert for a whole batch's profiles in one statement and one parameter (a JSON array), so the
+# driver neither round-trips per profile nor dumps six Python lists per row (benchmarks/profile_cost.py).
+_TEXT_ARRAY = "ARRAY(SELECT e FROM jsonb_array_elements_text(p.{0}) WITH ORDINALITY AS a(e, n) ORDER BY n)"
+UPSERT_PROFILES = (
+    UPSERT_PROFILE.split("VALUES")[0]
+    + f"""SELECT p.thread_ts, p.alertname, p.service, p.namespace, p.cluster, p.severity, p.channel, p.private,
+    p.opened_at, p.resolved_at, p.patterns, {_TEXT_ARRAY.format("signatures")}, {_TEXT_ARRAY.format("error_patterns")},
+    p.reasons, {_TEXT_ARRAY.format("reason_keys")}, {_TEXT_ARRAY.format("shapes")}, {_TEXT_ARRAY.format("claims")},
+    {_TEXT_ARRAY.format("decisions")}, p.discussion, to_tsvector('english', p.discussion), p.sha
+FROM jsonb_to_recordset(%s::jsonb) AS p(thread_ts text, alertname text, service text, namespace text,
+    cluster text, severity text, channel text, private boolean, opened_at timestamptz, resolved_at timestamptz,
+    patterns jsonb, signatures jsonb, error_patterns jsonb, reasons jsonb, reason_keys jsonb, shapes jsonb,
+    claims jsonb, decisions jsonb, discussion text, sha text)
+ORDER BY p.thread_ts
+ON CONFLICT"""
+    + UPSERT_PROFILE.split("ON CONFLICT", 1)[1]
+)
+
+
+def profiles_document(rows: Sequence[Mapping[str, Any]]) -> str:
+    """`profile_params` rows as the one JSON array UPSERT_PROFILES reads (patterns and reasons as objects)."""
+    return canonical_json(
+        [{**r, "patterns": json.loads(r["patterns"]), "reasons": json.loads(r["reasons"])} for r in rows]
+    )
 
 
 OLD_KEYS = """
@@ -139,7 +165,7 @@ def write_profiles(conn: psycopg.Connection, facts: Sequence[ProfileFact], threa
     delta = count_deltas(
         old, {r["thread_ts"]: signature_keys(r["signatures"], r["reason_keys"]) for r in rows}
     )
-    cur.executemany(UPSERT_PROFILE, rows)
+    cur.execute(UPSERT_PROFILES, (profiles_document(rows),))
     if delta:
         keys = sorted(delta)
         cur.execute(BUMP_COUNTS, (keys, [delta[k] for k in keys]))
