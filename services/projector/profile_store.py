@@ -23,9 +23,24 @@ from services.projector.profile_facts import ProfileFact
 
 INSERT_FACTS = """
 INSERT INTO incident_profile_facts (thread_ts, source_id, kind, in_round, at, facts)
-SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::boolean[], %s::timestamptz[], %s::jsonb[])
+SELECT f.thread_ts, f.source_id, f.kind, f.in_round, f.at, f.facts
+FROM jsonb_to_recordset(%s::jsonb) AS f(thread_ts text, source_id text, kind text, in_round boolean,
+    at timestamptz, facts jsonb)
 ON CONFLICT (thread_ts, source_id) DO NOTHING
 """
+
+
+def facts_document(facts: Sequence[ProfileFact]) -> str:
+    """The batch's facts as the one JSON array INSERT_FACTS reads; each fact's canonical JSON is embedded as is."""
+    items = []
+    for f in facts:
+        head = [f.thread_ts, f.source_id, f.kind, f.in_round, f.at.isoformat()]
+        thread, source, kind, in_round, at = map(canonical_json, head)
+        items.append(
+            f'{{"thread_ts":{thread},"source_id":{source},"kind":{kind},"in_round":{in_round},"at":{at},"facts":{f.facts}}}'
+        )
+    return "[" + ",".join(items) + "]"
+
 
 VISIBLE_FACTS = """
 SELECT f.thread_ts, f.source_id, f.kind, f.at, f.facts
@@ -141,17 +156,7 @@ def write_profiles(conn: psycopg.Connection, facts: Sequence[ProfileFact], threa
     """Store the facts and rebuild the profiles of `threads`, inside the caller's transaction."""
     cur = conn.cursor()
     if facts:
-        cur.execute(
-            INSERT_FACTS,
-            [
-                [f.thread_ts for f in facts],
-                [f.source_id for f in facts],
-                [f.kind for f in facts],
-                [f.in_round for f in facts],
-                [f.at for f in facts],
-                [f.facts for f in facts],
-            ],
-        )
+        cur.execute(INSERT_FACTS, (facts_document(facts),))
     if not threads:
         return
     grouped: dict[str, list[Fact]] = {}
