@@ -255,6 +255,18 @@ def _summary_row(label: str, per_seed: dict[int, dict[str, float]], mean: Any) -
     )
 
 
+def run_speed(settings: Settings) -> dict[str, float]:
+    """Only the query time at SCALE (`--speed`): a re-measurement without the quality seeds before it."""
+    with (
+        fresh_schema(settings.database_url) as schema,
+        psycopg.connect(settings.database_url, options=f"-c search_path={schema}") as conn,
+    ):
+        return speed(conn, make_history(SEEDS[0], n_past=1000, n_queries=100))
+
+
 if __name__ == "__main__":
-    result = run(Settings.from_env())
-    print(result["markdown"])
+    if sys.argv[1:] == ["--speed"]:
+        print(run_speed(Settings.from_env()))
+    else:
+        result = run(Settings.from_env())
+        print(result["markdown"])
