@@ -75,6 +75,7 @@ def snapshot(conn: psycopg.Connection, schema: str) -> dict[str, list[tuple[obje
         "incident_profile_facts": "SELECT * FROM {}.incident_profile_facts ORDER BY 1, 2",
         "incident_profiles": "SELECT * FROM {}.incident_profiles ORDER BY thread_ts",
         "incident_signature_counts": "SELECT * FROM {}.incident_signature_counts WHERE n <> 0 ORDER BY key",
+        "incident_recall_keys": "SELECT * FROM {}.incident_recall_keys ORDER BY 1, 2",
     }
     out = {name: conn.execute(sql.format(f'"{schema}"')).fetchall() for name, sql in q.items()}
     conn.commit()
