@@ -238,3 +238,25 @@ def test_json_lines_show_their_message_and_fields_without_time_and_level() -> No
     )
     anatomy = split_line(line, learn_header([line]))
     assert (anatomy.level, anatomy.message) == ("error", "upstream failed code=502")
+
+
+def test_logfmt_lines_are_read_as_fields_with_the_error_kept_beside_the_message() -> None:
+    """logfmt (and Go slog's text handler): time and level are header, `msg` is the message, an error
+    field follows it whatever its place in the line, and prose holding `a=b` stays prose."""
+    shape = learn_header([])
+    line = 'time=2026-03-14T03:12:01Z level=ERROR msg="charge failed" id=3 err="dial tcp: connection refused"'
+    read = split_line(line, shape)
+    assert read.level == "error"
+    assert read.message == 'charge failed err="dial tcp: connection refused" id=3'
+    assert "time=2026-03-14T03:12:01Z" in read.header
+    assert split_line("payload cache size=48211 evictions=0", shape).message.startswith("payload cache")
+    assert split_line("a=1 b=2", shape).level is None  # no message nor level key: not a log record
+    lines = [
+        f'time=2026-03-14T03:12:{i:02d}Z level=error msg="charge failed" id={i} err="dial tcp: refused"'
+        for i in range(40)
+    ] + [f'time=2026-03-14T03:13:{i:02d}Z level=info msg="request done" id={i} ms={i * 7}' for i in range(60)]
+    raw = loki_response([({"app": "api"}, [(ns_at(3, 12, i), line) for i, line in enumerate(lines)])])
+    compact = compact_tool_result("query_loki", raw, {}, budget=300).compact
+    shown = compact["patterns"]
+    assert len(shown) == 2 and shown[0].startswith("40×") and shown[1].startswith("60×")
+    assert 'charge failed err="dial tcp: refused"' in shown[0]
