@@ -298,6 +298,9 @@ def split_line(line: str, shape: HeaderShape) -> Anatomy:
     pairs = logfmt_pairs(line)
     if pairs is not None:
         return _split_fields(pairs, line)
+    access = _ACCESS.match(line)
+    if access is not None:
+        return _split_access(line, access)
     spans = header_tokens(line)
     tokens = [line[a:b] for a, b in spans]
     conforms = (
@@ -364,6 +367,20 @@ def logfmt_pairs(line: str) -> list[tuple[str, str]] | None:
     if len(pairs) < _LOGFMT_MIN_PAIRS or not keys & {*_JSON_MESSAGE_KEYS, *_JSON_LEVEL_KEYS}:
         return None
     return pairs
+
+
+# The NCSA common/combined access log (nginx's and Apache's default): client, identity, user,
+# [time], then the request in quotes and the status.
+_ACCESS = re.compile(r'^\S+ \S+ \S+ \[[^\]]{10,40}\] (?="[^"]*" [1-5]\d\d )')
+
+
+def _split_access(line: str, access: re.Match[str]) -> Anatomy:
+    """An access-log line: the client and time are header; the request, status and the rest are the
+    message; a 5xx status is an error line (the server failed), anything else info (a 4xx is the
+    client's mistake, and scanners make many)."""
+    message = line[access.end() :]
+    status = message.split('" ', 1)[1][:3] if '" ' in message else ""
+    return Anatomy(line[: access.end()].rstrip(), message, "error" if status.startswith("5") else "info")
 
 
 def _unquoted(value: str) -> str:
