@@ -150,9 +150,7 @@ def plan_round(
     """The round a wake starts, and the re-renderings (invariant 10) its context needs first:
     old rounds' rows by `plan_rerenders`, a long discussion's turns by `plan_discussion`."""
     round_ = ctx.last_round() + 1
-    calls = {str(c["id"]): str(c["name"]) for r in ctx.rows for c in r.tool_calls()}
-    tool_names = {r.id: calls.get(r.tool_call_id or "", "tool") for r in ctx.rows if r.role == "tool"}
-    rounds = plan_rerenders(ctx.rows, round_, config.context_budget, now, tool_names)
+    rounds = plan_rerenders(ctx.rows, round_, config.context_budget, now)
     policy = discussion_policy(config, trigger_id)
     turns = plan_discussion(ctx.rows, policy, round_, now)
     saved = sum(e.tokens - _tokens_of(ctx, e.target_id) for e in turns)
