@@ -22,6 +22,7 @@ from langgraph.graph import END, START, StateGraph
 
 from schemas.events import (
     AiMessage,
+    AnsweredMention,
     Claim,
     EventBase,
     JudgeVerdict,
@@ -80,6 +81,7 @@ class RoundDeps:
     raw_reader: Any  # async (evidence_id) -> raw, used by the judge
     model_inputs: list[tuple[str, int]] = field(default_factory=list)
     playbook: PlaybookPlan | None = None  # an alert's deterministic first calls (services/agent/playbooks.py)
+    answers: tuple[AnsweredMention, ...] = ()  # the mentions the post answers (services/agent/coalesce.py)
 
     @property
     def thread_ts(self) -> str:
@@ -422,6 +424,7 @@ def build_graph(deps: RoundDeps) -> Any:
                 round=deps.round,
                 kind=kind,
                 text=redact_text(text),  # the model's words, as recorded and posted (invariant 13)
+                answers=list(deps.answers),
                 model=deps.agent_model_name
                 if kind == "summary" or state.get("hypothesis_failure")
                 else deps.judge_model_name,

@@ -21,7 +21,13 @@ from schemas.events import EventBase, ToolResult, Wake
 from schemas.ids import canonical_args_hash
 from schemas.row_description import describe
 from services.agent.config import AgentConfig, McpServer, default_cli
-from services.agent.context import ContextRow, IncidentState, LoadedContext, repair_dangling_tool_calls
+from services.agent.context import (
+    ContextRow,
+    IncidentState,
+    LoadedContext,
+    answer_ids,
+    repair_dangling_tool_calls,
+)
 from services.agent.graph import RoundDeps, build_graph
 from services.agent.guard import guard_for
 from services.agent.mcp_client import McpToolbox
@@ -78,7 +84,14 @@ class Projection:
     def context(self, thread_ts: str) -> LoadedContext:
         """loadContext: coalesce(compact, content) in seq order, repaired, with incident_state beside it."""
         rows = [
-            ContextRow(r.id, r.role, r.tool_call_id, json.loads(r.compact or r.content), r.tokens)
+            ContextRow(
+                r.id,
+                r.role,
+                r.tool_call_id,
+                json.loads(r.compact or r.content),
+                r.tokens,
+                answer_ids(json.loads(r.content).get("answers")) if r.role == "post" else None,
+            )
             for r in self.rows
             if r.thread_ts == thread_ts
         ]
