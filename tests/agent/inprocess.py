@@ -37,6 +37,7 @@ from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.agent.toolpath import CachedDigest, ToolPath
 from services.compactor.selector import default_selector
 from services.compactor.stream import compact_event
+from services.compactor.turns import with_turn_compact
 from services.projector.mapping import (
     CacheDigest,
     CommitRound,
@@ -133,6 +134,8 @@ class Emitter:
                 event = compact_event(
                     event, recorded=lambda _key: None, selector=self.selector, budget=None
                 ).event
+            else:  # a human message or an alert: redacted, its pastes compacted, as the stream does
+                event = with_turn_compact(event) or event
             self.projection.apply(event)
 
 
