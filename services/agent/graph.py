@@ -40,6 +40,7 @@ from services.agent.context import LoadedContext, message_tokens, to_messages, t
 from services.agent.emitter import EventEmitter
 from services.agent.input_budget import check_input
 from services.agent.judge_input import judge_message
+from services.agent.judge_shape import judge_input_tokens, shape_judge_payload
 from services.agent.mcp_client import McpToolbox
 from services.agent.playbooks import PlaybookPlan
 from services.agent.preamble import evidence_in_hand, outside_window, pinned_window
@@ -338,6 +339,8 @@ def build_graph(deps: RoundDeps) -> Any:
             "evidence": shown,
             "raw_checks": raw_checks,
         }
+        budget = deps.config.input_budget_for(deps.judge_model_name)
+        payload = shape_judge_payload(payload, budget, judge_input_tokens)  # services/agent/judge_shape.py
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.JUDGE),
             judge_message(payload),  # framed as data (services/agent/judge_input.py)
