@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.agent.context import ContextRow
+from services.context_render.context import ContextRow
 
 
 @dataclass(frozen=True)

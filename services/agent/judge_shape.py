@@ -2,7 +2,7 @@
 
 The judge is sent the hypothesis and the evidence its claims cite. On a war room a hypothesis can cite
 many long rows (human turns, digests), and their sum can pass the judge model's input budget. Then the
-evidence is shown the way a long turn is (services/agent/clip.py): each digest over an equal share of
+evidence is shown the way a long turn is (services/boundary/clip.py): each digest over an equal share of
 the room left is cut to its head and tail with a counted pointer to `get_evidence(id)`, the shares
 shrinking until the whole input fits; if even that is not enough (a hypothesis citing hundreds of ids),
 the last cited ids are listed under `evidence_not_shown`. The hypothesis itself (its summary, claims,
@@ -17,10 +17,10 @@ from typing import Any
 from langchain_core.messages import SystemMessage
 
 from schemas.tokens import count_tokens, render_for_model
-from services.agent import prompts
-from services.agent.clip import MARKER_TOKENS, clip_text
-from services.agent.context import message_tokens
 from services.agent.judge_input import judge_message
+from services.boundary.clip import MARKER_TOKENS, clip_text
+from services.context_render import prompts
+from services.context_render.context import message_tokens
 
 MIN_SHARE = MARKER_TOKENS + 24  # below this a clipped digest is only its pointer: leave it out instead
 

@@ -7,7 +7,7 @@ typed marker, and the raw stays verbatim in `content`. Each function returns the
 the row content's own shape, or None when the model would see the content unchanged, so a thread
 without secrets projects byte-identical rows. Pure and deterministic: the same event always gives
 the same compact (invariant 8). A human message's pastes (logs, stack traces) are compacted here
-too, like the tool results they are (pastes.py); a long turn is clipped at read time
+too, like the tool results they are (services/compaction/pastes.py); a long turn is clipped at read time
 (services/agent/discussion.py), from this compact.
 """
 
@@ -17,12 +17,12 @@ from typing import Any
 
 from schemas.events import AlertReceived, EventBase, HumanMessage
 from services.boundary.redact import redact_text, redact_value
-from services.compactor.pastes import compact_pastes
+from services.compaction.pastes import compact_pastes
 
 
 def compact_human(event: HumanMessage) -> dict[str, Any] | None:
     """The human row as the model sees it: the message's text redacted, then its log and stack-trace
-    pastes compacted (services/compactor/pastes.py; the words around them verbatim); None when nothing
+    pastes compacted (services/compactor/services/compaction/pastes.py; the words around them verbatim); None when nothing
     changed."""
     text = compact_pastes(redact_text(event.text), event.message_id)
     if text == event.text:

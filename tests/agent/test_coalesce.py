@@ -15,11 +15,11 @@ from schemas.events import AnsweredMention, ThreadPost, Wake
 from services.agent import main as agent_main
 from services.agent.coalesce import Mention, answered, ready_at, unanswered, wake_done
 from services.agent.config import AgentConfig
-from services.agent.context import ContextRow, answer_ids
 from services.agent.round import RoundResult
-from services.agent.voice.blocks import answering, post_blocks
+from services.context_render.context import ContextRow, answer_ids
 from services.projector.mapping import InsertRow, StageRow, map_event
 from services.runtime.kafka_client import KafkaClient
+from services.voice.blocks import answering, post_blocks
 
 T = "1773458070.000100"
 NOW = datetime(2026, 3, 14, 4, 30, tzinfo=UTC)

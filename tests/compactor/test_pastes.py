@@ -1,5 +1,5 @@
 """Pastes compacted at write time (issue 34): logs through the Loki digest, stack traces by their frames,
-the human's words verbatim, never larger, redacted first, deterministic (services/compactor/pastes.py)."""
+the human's words verbatim, never larger, redacted first, deterministic (services/compaction/pastes.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from schemas.events import HumanMessage
 from schemas.tokens import count_tokens
-from services.compactor.pastes import _FENCE, compact_pastes
+from services.compaction.pastes import _FENCE, compact_pastes
 from services.compactor.turns import compact_human
 
 T = "1773458070.000100"
