@@ -102,3 +102,43 @@ def test_ten_mentions_in_ten_seconds_give_one_round_and_one_post(
     assert [a["user"] for a in answers] == [h.user for h, _ in mentions]
     assert coalesced and coalesced[-1]["wakes"] == 10
     record.update(rounds=1, posts=len(posts), wakes_in_round=coalesced[-1]["wakes"])
+
+
+def _tool_called_r1(pipe: Pipeline) -> bool:
+    return any(
+        rec.get("msg") == "tool called" and ":1:tools:" in str(rec.get("message_id"))
+        for p in pipe.procs
+        if p.name == "agent"
+        for rec in p.logs()
+    )
+
+
+def test_kill_9_mid_coalesced_round_then_restart_gives_the_same_one_post(pipeline: Pipeline) -> None:
+    """The answered set comes from the rows, not the killed process's batch: the rerun posts once, the same."""
+    pipe = pipeline
+    group = f"agent-{pipe.schema}"
+    mentions = [_mention(i) for i in range(1, 11)]
+    try:
+        _pipeline(pipe)
+        _start(pipe, group, "1.5")  # slow: killable mid-round
+        pipe.wait_ready(*pipe.procs, timeout=90)
+        produce_seed(pipe.bootstrap, pipe.topics["events"], alert_events())
+        producer = Producer({"bootstrap.servers": pipe.bootstrap, "enable.idempotence": True})
+        for human, wake in mentions:
+            producer.produce(pipe.topics["events"], key=human.key(), value=human.to_bytes())
+            producer.produce(pipe.topics["wake"], key=wake.key(), value=wake.to_bytes())
+        assert producer.flush(10) == 0
+        wait_until(lambda: _tool_called_r1(pipe), 180, "the coalesced round's first tool call", every=0.2)
+        pipe.procs[-1].kill9()
+        assert not _posts(pipe), "the killed round must not be visible"
+        _start(pipe, group, "0")
+        wait_until(lambda: _posts(pipe), 240, "the rerun's post", every=0.5)
+        wait_until(lambda: _committed_wakes(pipe, group) == 10, 60, "every wake done with", every=0.5)
+        rows = _rows(pipe.dsn, pipe.schema)
+        posts = _posts(pipe)
+    finally:
+        pipe.stop_all()
+
+    assert {r[2] for r in rows if r[2] is not None} == {1}
+    assert len(posts) == 1
+    assert [a["message_id"] for a in posts[0][2]["answers"]] == [h.message_id for h, _ in mentions]
