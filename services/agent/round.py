@@ -35,6 +35,7 @@ from services.agent.playbooks import (
     offered_params,
     plan_calls,
 )
+from services.agent.recall_step import recall_step
 from services.agent.toolpath import ProjectionTimeout, ToolPath
 from services.boundary.redact import redact_value
 from services.context_render.context import LoadedContext, load_context, row_digest
@@ -239,6 +240,7 @@ async def run_round(
             raw_reader=read_raw,
             playbook=playbook_plan(ctx, toolbox) if wake.reason == "alert" else None,
             answers=answers,
+            recall=recall_step(conn, ctx, emitter, wake),
         )
         log.info("round started", extra=about(thread_ts, wake.trigger_message_id, round=round_))
         final = await build_graph(deps).ainvoke(
