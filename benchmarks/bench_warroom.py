@@ -21,7 +21,6 @@ from typing import Any
 import psycopg
 from langchain_core.messages import SystemMessage
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from deploy.local.warroom import WarRoom, as_rows, generate
 from schemas.migrate import apply_migrations
@@ -29,10 +28,12 @@ from schemas.tokens import count_tokens, render_for_model
 from services.agent.config import AgentConfig, McpServer, default_cli
 from services.agent.mcp_client import McpToolbox
 from services.agent.round import discussion_policy
+from services.compactor.turns import with_turn_compact
 from services.context_render import prompts
 from services.context_render.context import LoadedContext, load_context, message_tokens, to_messages
 from services.context_render.discussion import plan_discussion
 from services.context_render.preamble import Trigger, render_preamble
+from services.projector.mapping import InsertRow, map_event
 from services.runtime.kafka_client import KafkaClient
 from services.telemetry_mcp.thread_search import ThreadSearch
 
@@ -58,13 +59,23 @@ async def _tool_schemas(dsn: str) -> list[dict[str, Any]]:
         return toolbox.tool_specs(exclude=("get_evidence",))
 
 
-def _project(conn: psycopg.Connection, room: WarRoom) -> None:
+def _project(conn: psycopg.Connection, room: WarRoom) -> int:
+    """The room's rows as the pipeline writes them: each turn through the compactor's write-time compact
+    (redaction, pastes: services/compactor/turns.py), then the projector's own mapping. Returns how many
+    human rows got a compact."""
+    rows = [
+        op.row
+        for event in room.events
+        for op in map_event(with_turn_compact(event) or event)
+        if isinstance(op, InsertRow)
+    ]
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO agent_messages (id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at)"
-            " VALUES (%s, %s, NULL, %s, NULL, %s, NULL, 0, %s)",
-            [(rid, room.thread_ts, role, Jsonb(c), datetime.now(UTC)) for rid, role, c in as_rows(room)],
+            " VALUES (%s, %s, NULL, %s, NULL, %s::jsonb, %s::jsonb, %s, %s)",
+            [(r.id, r.thread_ts, r.role, r.content, r.compact, r.tokens, r.created_at) for r in rows],
         )  # fmt: skip
+    return sum(1 for r in rows if r.role == "human" and r.compact is not None)
 
 
 def _one(conn: psycopg.Connection, dsn: str, room: WarRoom, schemas: list[dict[str, Any]]) -> dict[str, Any]:
@@ -97,6 +108,7 @@ def _one(conn: psycopg.Connection, dsn: str, room: WarRoom, schemas: list[dict[s
     return {
         "messages": len(room.events) - 1,
         "raw_tokens": raw,
+        "row_tokens": ctx.token_sum,
         "first_investigate_input": tokens,
         "facts": len(room.facts),
         "in_context": len(in_context),
@@ -121,17 +133,18 @@ def run(settings: Any = None) -> dict[str, Any]:
         try:
             for shape in SHAPES:
                 room = generate(**shape)
-                _project(conn, room)
-                results.append({"shape": shape, **_one(conn, dsn, room, schemas)})
+                compacted = _project(conn, room)
+                results.append({"shape": shape, "compacted": compacted, **_one(conn, dsn, room, schemas)})
         finally:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(SCHEMA)))
     lines = [
-        "| room | messages | raw tokens | first investigate input | facts in input | others by one search_thread | load ms | plan+render ms | clipped / folded |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| room | messages | raw tokens | row tokens after write-time compacts (rows compacted) | first investigate input | facts in input | others by one search_thread | load ms | plan+render ms | clipped / folded |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lines.append(
-            f"| `{r['shape']}` | {r['messages']} | {r['raw_tokens']:,} | {r['first_investigate_input']:,} | "
+            f"| `{r['shape']}` | {r['messages']} | {r['raw_tokens']:,} | {r['row_tokens']:,} ({r['compacted']}) | "
+            f"{r['first_investigate_input']:,} | "
             f"{r['in_context']}/{r['facts']} | {r['by_one_search']}/{r['facts'] - r['in_context']} | "
             f"{r['load_ms']} | {r['plan_render_ms']} | {r['clipped']} / {r['folded']} |"
         )

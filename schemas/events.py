@@ -258,6 +258,15 @@ class JudgeVerdict(EventBase):
     raw_answer: str | None = None
 
 
+class AnsweredMention(BaseModel):
+    """A mention a post answers: its row and who wrote it (the post names them in Slack)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    message_id: str = Field(min_length=1, max_length=512)
+    user: str = Field(min_length=1, max_length=64)
+
+
 class ThreadPost(EventBase):
     """What the bot said in the Slack thread: a grounded summary or the judge's questions."""
 
@@ -265,13 +274,16 @@ class ThreadPost(EventBase):
     kind: Literal["summary", "questions", "failure"]  # failure: says which node failed and why
     text: str
     model: str
+    # Every mention the round answers (wakes coalesced: services/agent/coalesce.py), in thread order;
+    # empty for a round that answered none (an alert's). None: recorded before posts named them.
+    answers: list[AnsweredMention] | None = None
     # The first post of an alert's thread names the concurrent incidents its recall found (issue 37):
     # structured, so the poster renders their links itself and escapes their reasons. None: none.
     concurrent: list[RecalledIncident] | None = None
 
     @model_serializer(mode="wrap")
-    def _without_null_concurrent(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return _drop_nulls(handler(self), ("concurrent",))
+    def _without_null_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_nulls(handler(self), ("answers", "concurrent"))
 
 
 class SlackPostRecorded(EventBase):

@@ -24,8 +24,11 @@ from psycopg import sql
 NOTIFY_CHANNEL = "agent_messages_projected"
 
 # --- the agent's context: ONE query (invariant 4), and its incident -----------------------------------
+# The sixth column: the mentions a post answers (its raw's `answers`, never shown to the model), so the
+# agent tells an answered mention from an unanswered one from this same query (services/agent/coalesce.py).
 CONTEXT_ROWS = (
-    "SELECT id, role, tool_call_id, coalesce(compact, content), tokens "
+    "SELECT id, role, tool_call_id, coalesce(compact, content), tokens, "
+    "CASE WHEN role = 'post' THEN content -> 'answers' END "
     "FROM agent_messages WHERE thread_ts = %s ORDER BY seq"
 )
 INCIDENT_STATE = (

@@ -103,6 +103,11 @@ class AgentConfig:
     projection_timeout: float = 60.0
     max_tool_turns: int = 4
     step_delay: float = 0.0  # seconds to pause after each node; slow motion for demos and crash tests
+    # Wakes of one thread gather before a round: it starts `wake_window` seconds after the thread's
+    # latest wake, at most `wake_window_max` after its first; one round answers them all
+    # (services/agent/coalesce.py; docs/context-budget.md). 0 starts each round at once.
+    wake_window: float = 2.0
+    wake_window_max: float = 15.0
     tool_scope: ScopePolicy = field(default_factory=policy_from_env)  # every tool call checked by it
 
     def __post_init__(self) -> None:
@@ -110,6 +115,8 @@ class AgentConfig:
         for name, budget in budgets.items():
             if not isinstance(budget, int) or budget < INPUT_BUDGET_FLOOR:
                 raise UserFacingError(f"agent config: {name} must be an integer >= {INPUT_BUDGET_FLOOR}")
+        if not 0 <= self.wake_window <= self.wake_window_max:
+            raise UserFacingError("agent config: need 0 <= wake_window <= wake_window_max")
         for name in ("discussion_share", "recent_share"):
             if not 0 < getattr(self, name) < 1:
                 raise UserFacingError(f"agent config: {name} must be between 0 and 1")

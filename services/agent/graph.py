@@ -23,6 +23,7 @@ from langgraph.graph import END, START, StateGraph
 
 from schemas.events import (
     AiMessage,
+    AnsweredMention,
     Claim,
     EventBase,
     JudgeVerdict,
@@ -38,6 +39,7 @@ from services.agent import metrics, outcomes
 from services.agent.answers import HypothesisAnswer, JudgeAnswer
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
 from services.agent.judge_input import judge_message
+from services.agent.judge_shape import judge_input_tokens, shape_judge_payload
 from services.agent.mcp_client import McpToolbox
 from services.agent.playbooks import PlaybookPlan
 from services.agent.structured import Failed, ask_structured
@@ -84,6 +86,7 @@ class RoundDeps:
     raw_reader: Any  # async (evidence_id) -> raw, used by the judge
     model_inputs: list[tuple[str, int]] = field(default_factory=list)
     playbook: PlaybookPlan | None = None  # an alert's deterministic first calls (services/agent/playbooks.py)
+    answers: tuple[AnsweredMention, ...] = ()  # the mentions the post answers (services/agent/coalesce.py)
     # An alert's first round recalls other incidents once (services/agent/recall_step.py); None otherwise.
     recall: Callable[[], Awaitable[list[RecalledIncident]]] | None = None
     recalled: list[RecalledIncident] | None = None
@@ -350,6 +353,8 @@ def build_graph(deps: RoundDeps) -> Any:
             "evidence": shown,
             "raw_checks": raw_checks,
         }
+        budget = deps.config.input_budget_for(deps.judge_model_name)
+        payload = shape_judge_payload(payload, budget, judge_input_tokens)  # services/agent/judge_shape.py
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.JUDGE),
             judge_message(payload),  # framed as data (services/agent/judge_input.py)
@@ -436,6 +441,7 @@ def build_graph(deps: RoundDeps) -> Any:
                 round=deps.round,
                 kind=kind,
                 text=redact_text(text),  # the model's words, as recorded and posted (invariant 13)
+                answers=list(deps.answers),
                 concurrent=concurrent_of_hits(deps.recalled),  # the first post names them (issue 37)
                 model=deps.agent_model_name
                 if kind == "summary" or state.get("hypothesis_failure")

@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from schemas import topics
 from schemas.events import EventDecodeError, Wake, parse_event
 from services.agent import metrics
+from services.agent.coalesce import ready_at
 from services.agent.config import TELEMETRY_ENV, AgentConfig, build_config, load_file
 from services.agent.mcp_client import McpToolbox
 from services.agent.offsets import OffsetTracker
@@ -67,6 +68,7 @@ class AgentService:
         self.send_dead_letter = dead_letter_sender(self.emitter, dlq_topic)
         self.results: list[RoundResult] = []
         self._locks: dict[str, asyncio.Lock] = {}
+        self._gathering: dict[str, list[tuple[float, Wake]]] = {}  # per thread: wakes not yet in a round
         self._sem: asyncio.Semaphore | None = None
         self._toolbox_stop: asyncio.Event | None = None
 
@@ -104,31 +106,69 @@ class AgentService:
     # --- one wake ----------------------------------------------------------------------------
 
     async def handle(self, wake: Wake) -> bool:
-        """True when the wake is done with (round acked, or deliberately skipped)."""
+        """True when the wake is done with: answered by a round (its own, or one it was gathered into),
+        dead-lettered, or deliberately skipped.
+
+        A thread's wakes gather (services/agent/coalesce.py): the first to hold the thread's lock waits
+        for the window, then takes every wake gathered so far and runs ONE round for the latest; the
+        others, finding themselves taken, are done when it is. Which mentions that round answers is
+        decided from the rows it loads, not from this batch, so a restart reaches the same post."""
         assert self._sem is not None and self.toolbox is not None
-        lock = self._locks.setdefault(wake.thread_ts, asyncio.Lock())
-        async with lock, self._sem:
-            for attempt in range(1, ATTEMPTS + 1):
-                try:
-                    result = await asyncio.wait_for(
-                        run_round(wake, self.config, self.models, self.toolbox, self.emitter),
-                        self.config.round_timeout,
-                    )
-                    self.results.append(result)
-                    return True
-                except RETRYABLE as exc:
-                    metrics.ROUNDS.labels(metrics.round_failure_outcome(exc)).inc()
-                    log.warning(
-                        "round failed; running it again",
-                        extra=about(wake.thread_ts, wake.message_id, attempt=attempt, error=repr(exc)),
-                    )
-                    await asyncio.sleep(min(2.0**attempt, 10.0))
-                except Exception as exc:
-                    log.exception("round crashed", extra=about(wake.thread_ts, wake.message_id))
-                    self._dead_letter(wake, f"round crashed: {exc!r}")
-                    return True
-            self._dead_letter(wake, f"round failed {ATTEMPTS} times")
-            return True
+        thread = wake.thread_ts
+        self._gathering.setdefault(thread, []).append((time.monotonic(), wake))
+        lock = self._locks.setdefault(thread, asyncio.Lock())
+        async with lock:
+            if not any(w is wake for _, w in self._gathering.get(thread, [])):
+                return True  # a round this wake was gathered into has run
+            await self._gather(thread)
+            batch = [w for _, w in self._gathering.pop(thread, [])]
+            if len(batch) > 1:
+                metrics.WAKES_COALESCED.inc(len(batch) - 1)
+                log.info(
+                    "wakes coalesced", extra=about(thread, batch[-1].trigger_message_id, wakes=len(batch))
+                )
+            async with self._sem:
+                return await self._run(batch)
+
+    async def _gather(self, thread: str) -> None:
+        """Wait until the thread's mentions stop coming (or the longest wait passed); an alert never waits."""
+        window, longest = self.config.wake_window, self.config.wake_window_max
+        while window > 0:
+            gathered = self._gathering.get(thread, [])
+            if not gathered or any(w.reason == "alert" for _, w in gathered):
+                return
+            wait = ready_at(gathered[0][0], gathered[-1][0], window, longest) - time.monotonic()
+            if wait <= 0:
+                return
+            await asyncio.sleep(wait)
+
+    async def _run(self, batch: list[Wake]) -> bool:
+        """The round of the batch's latest wake, retried; a failure dead-letters every wake of the batch."""
+        wake, toolbox = batch[-1], self.toolbox
+        assert toolbox is not None
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                result = await asyncio.wait_for(
+                    run_round(wake, self.config, self.models, toolbox, self.emitter),
+                    self.config.round_timeout,
+                )
+                self.results.append(result)
+                return True
+            except RETRYABLE as exc:
+                metrics.ROUNDS.labels(metrics.round_failure_outcome(exc)).inc()
+                log.warning(
+                    "round failed; running it again",
+                    extra=about(wake.thread_ts, wake.message_id, attempt=attempt, error=repr(exc)),
+                )
+                await asyncio.sleep(min(2.0**attempt, 10.0))
+            except Exception as exc:
+                log.exception("round crashed", extra=about(wake.thread_ts, wake.message_id))
+                for each in batch:
+                    self._dead_letter(each, f"round crashed: {exc!r}")
+                return True
+        for each in batch:
+            self._dead_letter(each, f"round failed {ATTEMPTS} times")
+        return True
 
     def _dead_letter(self, wake: Wake, reason: str) -> None:
         metrics.ROUNDS.labels("dead_lettered").inc()
@@ -263,6 +303,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--step-delay", type=float, default=None, help="pause after each node (demo slow motion)"
     )
+    parser.add_argument(
+        "--wake-window",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="a thread's wakes gather this long after its latest before one round answers them (default 2)",
+    )
+    parser.add_argument(
+        "--wake-window-max",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="...but never longer than this after its first wake (default 15)",
+    )
     parser.add_argument("--exit-when-idle", type=float, default=None, metavar="SECONDS")
     parser.add_argument(
         "--metrics-port", type=int, default=None, help="serve /metrics and /healthz (the loop's heartbeat)"
@@ -313,6 +367,8 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         max_concurrency=args.max_concurrency,
         round_timeout=args.round_timeout,
         step_delay=args.step_delay,
+        wake_window=args.wake_window,
+        wake_window_max=args.wake_window_max,
     )
 
 

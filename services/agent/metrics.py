@@ -16,6 +16,9 @@ ROUND_SECONDS = Histogram(
 # outcome: committed | timed_out (ran past round_timeout; retried) | retried (another transient
 # failure) | dead_lettered (crashed, or failed every attempt)
 ROUNDS = Counter("agent_rounds_total", "Agent rounds by outcome", ["outcome"])
+WAKES_COALESCED = Counter(
+    "agent_wakes_coalesced_total", "Wakes answered by a round started for a later wake of the same thread"
+)
 # The SLO "mention -> the bot's answer" (deploy/monitoring/, incident_memory:mention_to_posts:*): from
 # the trigger's event_time (a mention: its Slack ts) to the round's commit, when its posts are on the
 # log for the poster. Observed only for committed rounds; a round that never commits is in ROUNDS.

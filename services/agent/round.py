@@ -19,9 +19,10 @@ from langchain_core.language_models import BaseChatModel
 from psycopg import sql
 
 from schemas import read_model
-from schemas.events import Wake
+from schemas.events import AnsweredMention, Wake
 from schemas.tokens import count_tokens
 from services.agent import metrics
+from services.agent.coalesce import unanswered, wake_done
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
 from services.agent.graph import RoundDeps, build_graph
 from services.agent.guard import guard_for
@@ -84,15 +85,6 @@ def _log_loaded(ctx: LoadedContext) -> None:
     if log.isEnabledFor(logging.DEBUG):
         digests = {r.id: row_digest(r.value) for r in ctx.rows}
         log.debug("context rows", extra=about(ctx.thread_ts, None, rows=digests))
-
-
-def already_answered(ctx: LoadedContext, trigger_id: str) -> bool:
-    """A committed round already follows the trigger (a redelivered wake after its round was acked)."""
-    ids = [r.id for r in ctx.rows]
-    if trigger_id not in ids:
-        return False
-    start = ids.index(trigger_id)
-    return any(r.round is not None and r.role == "ai" for r in ctx.rows[start + 1 :])
 
 
 def alert_context(ctx: LoadedContext) -> dict[str, Any]:
@@ -191,7 +183,7 @@ async def run_round(
     try:
         ctx = await asyncio.to_thread(load_context, conn, thread_ts)
         _log_loaded(ctx)
-        if already_answered(ctx, wake.trigger_message_id):
+        if wake_done(ctx.rows, wake.reason, wake.trigger_message_id):
             log.info("wake already answered; skipped", extra=about(thread_ts, wake.trigger_message_id))
             return RoundResult(thread_ts, None, "skipped")
         now = datetime.now(UTC)
@@ -211,7 +203,8 @@ async def run_round(
             )
             ctx = await asyncio.to_thread(load_context, conn, thread_ts)
             _log_loaded(ctx)
-        trigger = Trigger(wake.reason, wake.trigger_message_id, wake.user)
+        answers = tuple(AnsweredMention(message_id=m.message_id, user=m.user) for m in unanswered(ctx.rows))
+        trigger = Trigger(wake.reason, wake.trigger_message_id, wake.user, answers)
         preamble = render_preamble(ctx, round_, trigger, trigger_time(ctx, trigger) or now)
 
         async def read_raw(evidence_id: str) -> Any:
@@ -244,6 +237,7 @@ async def run_round(
             emitter=emitter,
             raw_reader=read_raw,
             playbook=playbook_plan(ctx, toolbox) if wake.reason == "alert" else None,
+            answers=answers,
             recall=recall_step(conn, ctx, emitter, wake),
         )
         log.info("round started", extra=about(thread_ts, wake.trigger_message_id, round=round_))

@@ -9,9 +9,11 @@ after escaping, never by splicing untrusted text.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_USER_ID = re.compile(r"[UW][A-Z0-9]{2,20}")  # Slack's user ids (W: Enterprise Grid)
 
 
 def escape(text: str) -> str:
@@ -25,3 +27,9 @@ def link(url: str, label: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc or any(c in url for c in "<>| \n"):
         raise ValueError(f"not a link the bot may post: {url!r}")
     return f"<{url}|{escape(label).replace('|', '¦')}>"
+
+
+def mention(user: str) -> str:
+    """A mention the bot makes itself of a person it answers: `<@U123>` for a Slack user id, and
+    anything else shown as written (`@name`), so it can form no other markup."""
+    return f"<@{user}>" if _USER_ID.fullmatch(user) else "@" + escape(user)

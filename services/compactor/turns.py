@@ -6,8 +6,9 @@ redacted (invariant 13): a password pasted into Slack or a token in an alert ann
 typed marker, and the raw stays verbatim in `content`. Each function returns the row's compact in
 the row content's own shape, or None when the model would see the content unchanged, so a thread
 without secrets projects byte-identical rows. Pure and deterministic: the same event always gives
-the same compact (invariant 8). This is the path later write-time renderings of turns extend
-(pastes compacted, long turns clipped).
+the same compact (invariant 8). A human message's pastes (logs, stack traces) are compacted here
+too, like the tool results they are (services/compaction/pastes.py); a long turn is clipped at read time
+(services/agent/discussion.py), from this compact.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from typing import Any
 
 from schemas.events import AlertReceived, EventBase, HumanMessage
 from services.boundary.redact import redact_text, redact_value
+from services.compaction.pastes import compact_pastes
 
 
 def compact_human(event: HumanMessage) -> dict[str, Any] | None:
-    """The human row as the model sees it: the message's text redacted; None when nothing changed."""
-    text = redact_text(event.text)
+    """The human row as the model sees it: the message's text redacted, then its log and stack-trace
+    pastes compacted (services/compactor/services/compaction/pastes.py; the words around them verbatim); None when nothing
+    changed."""
+    text = compact_pastes(redact_text(event.text), event.message_id)
     if text == event.text:
         return None
     return {**event.row_content(), "text": text}

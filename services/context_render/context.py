@@ -34,6 +34,9 @@ class ContextRow:
     tool_call_id: str | None
     value: Any
     tokens: int
+    # A post's recorded answers (the mention ids it answers; services/agent/coalesce.py), read from its
+    # raw by the same query; None for every other row, and for a post recorded before posts named them.
+    answers: tuple[str, ...] | None = None
 
     @property
     def round(self) -> int | None:
@@ -87,7 +90,14 @@ def row_digest(value: Any) -> str:
 def load_rows(conn: psycopg.Connection, thread_ts: str) -> list[ContextRow]:
     """The one query. Everything after it is pure."""
     records = conn.execute(read_model.CONTEXT_ROWS, (thread_ts,)).fetchall()
-    return [ContextRow(r[0], r[1], r[2], r[3], int(r[4])) for r in records]
+    return [ContextRow(r[0], r[1], r[2], r[3], int(r[4]), answer_ids(r[5])) for r in records]
+
+
+def answer_ids(answers: Any) -> tuple[str, ...] | None:
+    """The mention ids of a post's recorded `answers` (a list of {message_id, user}); None when absent."""
+    if not isinstance(answers, list):
+        return None
+    return tuple(str(a["message_id"]) for a in answers if isinstance(a, dict) and "message_id" in a)
 
 
 def load_state(conn: psycopg.Connection, thread_ts: str) -> IncidentState | None:

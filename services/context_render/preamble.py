@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from schemas.events import AnsweredMention
 from schemas.tokens import render_for_model
 from services.boundary.framing import PREAMBLE_RULE
 from services.context_render.context import ContextRow, LoadedContext
@@ -22,6 +23,7 @@ class Trigger:
     reason: str
     message_id: str
     user: str | None = None
+    answers: tuple[AnsweredMention, ...] = ()  # every mention the round answers (coalesced wakes)
 
 
 def _ago(start: datetime, now: datetime) -> str:
@@ -162,7 +164,12 @@ def render_preamble(ctx: LoadedContext, round_: int, trigger: Trigger, now: date
     elif rejection is not None:
         lines.append(f"The judge's last rejection ({rejection.id}) left the open questions below.")
     lines.append("Open questions: " + (" | ".join(questions) if questions else "none."))
-    if trigger.reason == "mention":
+    if len(trigger.answers) > 1:
+        tagged = ", ".join(f"{m.user} ({m.message_id})" for m in trigger.answers)
+        lines.append(
+            f"Tagged {len(trigger.answers)} times since your last post: {tagged}; one answer for all."
+        )
+    elif trigger.reason == "mention":
         lines.append(f"{trigger.user or 'someone'} just tagged you ({trigger.message_id}); answer them.")
     else:
         lines.append(f"The alert just opened this thread ({trigger.message_id}).")

@@ -403,7 +403,12 @@ def _map_judge(event: JudgeVerdict) -> list[Op]:
 def _map_post(event: ThreadPost) -> list[Op]:
     _check_id_round(event)
     content = event.model_dump(mode="json", include={"kind", "text", "model"})
-    return [_place(_row(event, "post", content))]
+    if event.answers is None:
+        return [_place(_row(event, "post", content))]
+    # The mentions it answers are bookkeeping (services/agent/coalesce.py reads them beside the row),
+    # not words for the model: the model's view is the post without them, as before.
+    answers = [a.model_dump(mode="json") for a in event.answers]
+    return [_place(_row(event, "post", {**content, "answers": answers}, compact=content))]
 
 
 def _map_recall(event: RecallRecorded) -> list[Op]:

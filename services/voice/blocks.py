@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from schemas.events import AlertReceived, RecalledIncident, ThreadPost
-from services.boundary.slack_escape import escape, link
+from services.boundary.slack_escape import escape, link, mention
 
 LOCAL_MODEL = "local-deterministic"
 SECTION_CHARS = 2900  # Slack allows 3,000 characters in a section's text
@@ -39,8 +39,9 @@ def post_blocks(post: ThreadPost) -> tuple[str, list[dict[str, Any]]]:
     else:
         title = "*Questions before I conclude*"
         body = "\n".join(line for line in lines[1:] if line.strip()) or post.text
+    whom = answering(post)
     blocks: list[dict[str, Any]] = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"{title}\n{body}".strip())}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"{whom}{title}\n{body}".strip())}},
         {
             "type": "context",
             "elements": [{"type": "mrkdwn", "text": f"{escape(author(post.model))} · round {post.round}"}],
@@ -49,7 +50,13 @@ def post_blocks(post: ThreadPost) -> tuple[str, list[dict[str, Any]]]:
     if post.concurrent:
         blocks.insert(1, concurrent_block(post.concurrent))
     label = {"summary": "Summary", "failure": "Round failed"}.get(post.kind, "Questions")
-    return _clip(f"{label}: {lines[0]}", 300), blocks
+    return _clip(f"{whom}{label}: {lines[0]}", 300), blocks
+
+
+def answering(post: ThreadPost) -> str:
+    """Whom the post answers, each person once in thread order ("<@U1> <@U2>: "); "" when no one asked."""
+    users = list(dict.fromkeys(a.user for a in post.answers or []))
+    return " ".join(mention(u) for u in users) + ": " if users else ""
 
 
 def concurrent_block(hits: list[RecalledIncident]) -> dict[str, Any]:

@@ -29,10 +29,12 @@ from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.agent.toolpath import CachedDigest, ToolPath
 from services.compaction.selector import default_selector
 from services.compactor.stream import compact_event
+from services.compactor.turns import with_turn_compact
 from services.context_render.context import (
     ContextRow,
     IncidentState,
     LoadedContext,
+    answer_ids,
     repair_dangling_tool_calls,
 )
 from services.context_render.preamble import Trigger, render_preamble, trigger_time
@@ -83,7 +85,14 @@ class Projection:
     def context(self, thread_ts: str) -> LoadedContext:
         """loadContext: coalesce(compact, content) in seq order, repaired, with incident_state beside it."""
         rows = [
-            ContextRow(r.id, r.role, r.tool_call_id, json.loads(r.compact or r.content), r.tokens)
+            ContextRow(
+                r.id,
+                r.role,
+                r.tool_call_id,
+                json.loads(r.compact or r.content),
+                r.tokens,
+                answer_ids(json.loads(r.content).get("answers")) if r.role == "post" else None,
+            )
             for r in self.rows
             if r.thread_ts == thread_ts
         ]
@@ -125,6 +134,8 @@ class Emitter:
                 event = compact_event(
                     event, recorded=lambda _key: None, selector=self.selector, budget=None
                 ).event
+            else:  # a human message or an alert: redacted, its pastes compacted, as the stream does
+                event = with_turn_compact(event) or event
             self.projection.apply(event)
 
 
