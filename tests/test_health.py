@@ -59,3 +59,31 @@ def test_metrics_carry_the_healthz_verdict_as_a_gauge_for_alerting() -> None:
     finally:
         for server in servers:
             server.shutdown()
+
+
+def _start_times(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("process_start_time_seconds ")]
+
+
+def test_every_service_exports_its_process_start_time_once() -> None:
+    """IncidentMemoryRestartLoop counts changes of `process_start_time_seconds`: a service on its own
+    registry gets it from the health registry; one on the default registry (which has it) not twice."""
+    heartbeat = Heartbeat()
+    ports = [free_port(), free_port()]
+    servers = [
+        serve_metrics_and_health(ports[0], heartbeat, CollectorRegistry(), addr="127.0.0.1"),
+        serve_metrics_and_health(ports[1], heartbeat, addr="127.0.0.1"),
+    ]
+    try:
+        for port in ports:
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+            assert len(_start_times(text)) == 1, text
+    finally:
+        for server in servers:
+            server.shutdown()
+
+
+def test_the_ingest_exports_its_process_start_time() -> None:
+    from services.ingest.metrics import Metrics
+
+    assert len(_start_times(Metrics().render().decode())) == 1
