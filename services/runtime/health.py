@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import REGISTRY, CollectorRegistry, ProcessCollector
+from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
@@ -57,15 +57,11 @@ class HealthCollector(Collector):
         )
 
 
-def health_registry(heartbeat: Heartbeat, process: bool = False) -> CollectorRegistry:
+def health_registry(heartbeat: Heartbeat) -> CollectorRegistry:
     """A registry of its own for the health gauge: the service's registry may be the process-wide
-    default, where a second server (a test, a restart in-process) could not register it again.
-    `process`: add the `process_*` metrics (`process_start_time_seconds`: IncidentMemoryRestartLoop),
-    which the default registry already carries and a service's own registry does not."""
+    default, where a second server (a test, a restart in-process) could not register it again."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(HealthCollector(heartbeat))
-    if process:
-        ProcessCollector(registry=registry)
     return registry
 
 
@@ -76,7 +72,7 @@ def serve_metrics_and_health(
     addr: str = "0.0.0.0",
 ) -> ThreadingHTTPServer:
     """Serve `/metrics` and `/healthz` on `addr:port` from a daemon thread; returns the server."""
-    health = health_registry(heartbeat, process=registry is not REGISTRY)
+    health = health_registry(heartbeat)
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
