@@ -247,8 +247,11 @@ def test_the_slo_recording_rules_record_both_slis(run: Run) -> None:
             found[name] = float(series[0]["value"][1])
         return True
 
-    run.pipe.wait_until(recorded, 90, "the SLO recording rules evaluated", every=1)
-    print(f"\nSLO series: {found}")
+    try:
+        run.pipe.wait_until(recorded, 90, "the SLO recording rules evaluated", every=1)
+    finally:
+        les = {s["metric"]["le"] for s in _query(url, "agent_trigger_to_commit_seconds_bucket")}
+        print(f"\nSLO series found: {found}; agent_trigger_to_commit_seconds_bucket le values: {sorted(les)}")
     assert found["incident_memory:message_to_row:target"] == 0.99
     assert found["incident_memory:mention_to_posts:target"] == 0.95
     assert 0 <= found["incident_memory:message_to_row:good_ratio_5m"] <= 1
@@ -258,12 +261,14 @@ def test_the_slo_recording_rules_record_both_slis(run: Run) -> None:
     assert 0 < found["incident_memory:mention_to_posts_seconds:p95_5m"] <= 60
 
 
-def test_dead_letter_alert_fires_on_the_malformed_record(run: Run) -> None:
-    def fired() -> list[dict[str, Any]]:
-        return _firing(run.prometheus_url, "IncidentMemoryEventsDeadLettered")
-
-    alerts = run.pipe.wait_until(fired, 60, "IncidentMemoryEventsDeadLettered firing", every=1)
-    assert {(a["labels"]["service"], a["labels"]["namespace"]) for a in alerts} == {("compactor", NAMESPACE)}
+def test_dead_letter_alert_fired_on_the_malformed_record(run: Run) -> None:
+    """It fired during the run (ALERTS, Prometheus's own record of its alerts): the scaled window (60 s) may
+    have passed by now, and the alert resolved with it."""
+    expr = 'max_over_time(ALERTS{alertname="IncidentMemoryEventsDeadLettered", alertstate="firing"}[15m])'
+    fired = run.pipe.wait_until(
+        lambda: _query(run.prometheus_url, expr), 30, "EventsDeadLettered fired", every=1
+    )
+    assert {(a["metric"]["service"], a["metric"]["namespace"]) for a in fired} == {("compactor", NAMESPACE)}
 
 
 def test_stopping_the_projector_fires_the_lag_alert(run: Run) -> None:
