@@ -19,8 +19,8 @@ def test_the_agents_round_outcomes_and_wake_reasons_start_at_zero() -> None:
 
 
 def test_the_posters_outcomes_and_slack_errors_start_at_zero() -> None:
-    import services.agent.voice.main
-    import services.agent.voice.metrics  # noqa: F401
+    import services.voice.main
+    import services.voice.metrics  # noqa: F401
 
     assert REGISTRY.get_sample_value("slack_posts_total", {"outcome": "posted"}) is not None
     assert REGISTRY.get_sample_value("slack_post_failures_total", {"error": "token_revoked"}) is not None
