@@ -59,3 +59,26 @@ def test_metrics_carry_the_healthz_verdict_as_a_gauge_for_alerting() -> None:
     finally:
         for server in servers:
             server.shutdown()
+
+
+def _start_times(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("process_start_time_seconds ")]
+
+
+def test_every_service_exports_its_process_start_time_once() -> None:
+    """IncidentMemoryRestartLoop counts changes of `process_start_time_seconds`: every service's /metrics
+    has it once (the agent and the poster serve the default registry, which carries it)."""
+    from prometheus_client import REGISTRY, generate_latest
+
+    from services.compactor.stream_metrics import StreamMetrics
+    from services.ingest.metrics import Metrics as IngestMetrics
+    from services.projector.metrics import Metrics as ProjectorMetrics
+
+    served = {
+        "ingest": IngestMetrics().render(),
+        "projector": generate_latest(ProjectorMetrics().registry),
+        "compactor": generate_latest(StreamMetrics().registry),
+        "agent and slack": generate_latest(REGISTRY),
+    }
+    for service, text in served.items():
+        assert len(_start_times(text.decode())) == 1, service

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import get_args
 
 from prometheus_client import Counter, Histogram
 
@@ -28,6 +29,16 @@ TRIGGER_TO_COMMIT_SECONDS = Histogram(
     ["reason"],
     buckets=(1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600),
 )
+# Every label value of a closed set exists from the start, at 0 (Prometheus's "avoid missing metrics"): a
+# series born at 1 shows no increase(), so the first dead-lettered round would never fire
+# IncidentMemoryAgentRoundsFailing, and the dashboard's rates stay empty until a second observation
+# (tests/integration/test_live_monitoring.py found it).
+ROUND_OUTCOMES = ("committed", "timed_out", "retried", "dead_lettered")
+WAKE_REASONS = get_args(Wake.model_fields["reason"].annotation)
+for _outcome in ROUND_OUTCOMES:
+    ROUNDS.labels(_outcome)
+for _reason in WAKE_REASONS:
+    TRIGGER_TO_COMMIT_SECONDS.labels(_reason)
 # Tool labels come from a closed set (the known tools + "other"): the model chooses tool names, and a
 # label it could choose freely would grow the metric without bound.
 KNOWN_TOOLS = frozenset({"query_loki", "query_prometheus", "query_tempo", "get_pod_events", "get_evidence"})

@@ -17,7 +17,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
+from schemas.tools import PASSTHROUGH, TOOL_COMPACTORS
 from services.runtime.health import Heartbeat, serve_metrics_and_health
+
+OUTCOMES = ("compacted", "passthrough", "dead_letter")
 
 RATIO_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 
@@ -84,6 +87,12 @@ class StreamMetrics:
         self.assigned = Gauge(
             "compactor_assigned_partitions", "Source partitions assigned to this worker", registry=r
         )
+        # the closed sets at 0 from the start: a series born at 1 shows no increase() or rate() (the
+        # dashboard's compaction ratio stayed empty; tests/integration/test_live_monitoring.py)
+        for outcome in OUTCOMES:
+            self.events.labels(outcome=outcome)
+        for tool in sorted(set(TOOL_COMPACTORS.values()) - {PASSTHROUGH}):
+            self._per_tool(tool)
 
     def record_compacted(self, tool: str, raw_tokens: int, tokens: int) -> None:
         """Every per-tool-result figure at once, through children bound once per tool (the hot path)."""

@@ -218,6 +218,8 @@ class Ingest:
         return self._answer("healthz", 200, {"ok": True})
 
     async def metrics_endpoint(self, request: Request) -> Response:
+        error = await run_in_threadpool(self.producer.broker_reachable)
+        self.metrics.healthy.set(float(error is None))
         return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     # --- helpers ------------------------------------------------------------------------

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
+
+from services.runtime.health import HEALTHY_METRIC
 
 
 class Metrics:
@@ -83,6 +85,14 @@ class Metrics:
         )
         self.socket_connected = Gauge(
             "ingest_socket_connected", "1 while a Socket Mode websocket is open", registry=self.registry
+        )
+        # the other services' gauge (services/runtime/health.py), set at each scrape from /healthz's own
+        # check (a broker answered a metadata request), so one alert covers every service
+        ProcessCollector(registry=self.registry)  # process_start_time_seconds: IncidentMemoryRestartLoop
+        self.healthy = Gauge(
+            HEALTHY_METRIC,
+            "1 while /healthz answers 200 (a Kafka broker answers), else 0",
+            registry=self.registry,
         )
 
     def render(self) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 from services.runtime.health import Heartbeat, serve_metrics_and_health
 
@@ -46,6 +46,7 @@ class Metrics:
         )
         self.heartbeat = Heartbeat()
         self.lag = Gauge("projector_consumer_lag", "High watermark minus position", ["partition"], registry=r)
+        ProcessCollector(registry=r)  # process_start_time_seconds: IncidentMemoryRestartLoop
 
     def serve(self, port: int) -> None:
         """`/metrics` and `/healthz` (503 until the loop runs, or when it is stuck) on `port`."""

@@ -46,6 +46,8 @@ POSTS = Counter(
     "skipped (no Slack thread or channel for it)",
     ["outcome"],
 )
+for _outcome in ("posted", "found", "skipped"):  # at 0 from the start: a first post is an increase()
+    POSTS.labels(outcome=_outcome)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

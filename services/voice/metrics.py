@@ -37,6 +37,9 @@ POST_FAILURES = Counter(
     "chat.postMessage calls that failed after slack_sdk's retries, by Slack's error code",
     ["error"],
 )
+# every error label at 0 from the start: the first failure of a kind is then an increase() (the alert)
+for _error in (*KNOWN_ERRORS, "other", "unreachable"):
+    POST_FAILURES.labels(error=_error)
 
 
 def failure_label(exc: BaseException) -> str:

@@ -55,3 +55,10 @@ def test_alertmanager_gets_503(server: RunningServer) -> None:
 def test_healthz_reports_the_broker_unreachable(server: RunningServer) -> None:
     response = httpx.get(f"{server.url}/healthz", timeout=10)
     assert response.status_code == 503 and response.json()["error"] == "broker_unreachable"
+
+
+def test_metrics_say_unhealthy_while_the_broker_is_unreachable(server: RunningServer) -> None:
+    """`incident_memory_healthy` (the gauge every service exports, IncidentMemoryServiceUnhealthy) is
+    /healthz's verdict: 0 here, where /healthz answers 503."""
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    assert "\nincident_memory_healthy 0.0\n" in text

@@ -259,3 +259,4 @@ def test_healthz_and_metrics(server: RunningServer) -> None:
     assert 'ingest_requests_total{endpoint="slack",status="400"} 1.0' in text
     assert 'ingest_rejections_total{endpoint="slack",reason="unknown_event_type"} 1.0' in text
     assert "ingest_produce_latency_seconds_bucket" in text
+    assert "\nincident_memory_healthy 1.0\n" in text  # /healthz's verdict, as every service exports it
