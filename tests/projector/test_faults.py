@@ -157,6 +157,7 @@ def test_duplicates_and_a_round_that_never_commits(
 
 
 @pytest.mark.reliability
+@pytest.mark.serial  # restarts the Postgres every other test shares
 @local_stack_only("restarts the local stack's PostgreSQL (pg_ctl)")
 def test_postgres_restart_under_the_projector_loses_nothing(
     start_projector: Callable[..., Proc],
