@@ -51,8 +51,12 @@ test: lint validate-deploy up browser
 test-fast: venv
 	$(BIN)/pytest -q -m "not stack and not slow and not reliability" $(PYTEST_ARGS)
 
+# Also the heavy property tests with every example they were written with (make test draws a share:
+# tests/property_depth.py).
+DEEP_PROPERTY_TESTS := tests/test_canonical_json.py tests/test_tokens.py
 test-reliability: venv up
 	$(BIN)/pytest -m reliability tests/reliability $(PYTEST_ARGS)
+	INCIDENT_MEMORY_DEEP_PROPERTIES=1 $(BIN)/pytest -q $(DEEP_PROPERTY_TESTS) $(PYTEST_ARGS)
 
 # Prometheus part only (issue 18, item 3; Loki is AGPL, not used: tests/integration/README.md): build
 # Prometheus v0.316.0 (cached: deploy/local/gobin.py), record fresh answers from it
