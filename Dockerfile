@@ -1,4 +1,4 @@
-# One image for every service: `incident-memory ingest|compactor|projector|agent|telemetry-mcp|migrate`.
+# One image for every service: `incident-memory-service ingest|compactor|projector|agent|telemetry-mcp|migrate`.
 # Build: docker build -t incident-memory:0.1.0 .   (deploy/README.md)
 
 # --- build: compile wheels into a self-contained virtualenv -------------------------------
@@ -22,7 +22,8 @@ COPY schemas ./schemas
 COPY services ./services
 RUN pip install --upgrade pip setuptools wheel \
     && pip install . \
-    && incident-memory --help >/dev/null
+    && rm /opt/venv/bin/incident-memory \
+    && incident-memory-service --help >/dev/null
 
 # --- runtime: the virtualenv and a non-root user, nothing else ----------------------------
 FROM python:3.11-slim-bookworm AS runtime
@@ -41,5 +42,7 @@ WORKDIR /var/lib/incident-memory
 USER 10001:10001
 # ingest HTTP; compactor, projector, agent health+metrics (deploy/README.md, "Ports").
 EXPOSE 8080 9101 9102 9103
-ENTRYPOINT ["incident-memory"]
+# The production CLI (services/cli.py). The dev CLI `incident-memory` (deploy/local/devcli.py) needs the dev
+# tree, which is not copied, so its script is deleted above rather than left to fail.
+ENTRYPOINT ["incident-memory-service"]
 CMD ["--help"]

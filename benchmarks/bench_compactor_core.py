@@ -21,8 +21,8 @@ from deploy.local.seed import generate_loki, generate_prometheus, generate_tempo
 from schemas import tokens
 from schemas.events import canonical_json
 from schemas.tokens import count_value_tokens
-from services.compactor import log_anatomy, log_patterns
-from services.compactor.registry import COMPACTOR_VERSION, DEFAULT_BUDGETS, compact_tool_result
+from services.compaction import log_anatomy, log_patterns
+from services.compaction.registry import COMPACTOR_VERSION, DEFAULT_BUDGETS, compact_tool_result
 
 TOOLS = ("query_loki", "query_prometheus", "get_pod_events", "query_tempo")
 TARGET_MS = 5.0

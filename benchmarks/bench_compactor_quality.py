@@ -32,8 +32,8 @@ from benchmarks.corpus.check_loki_digests import facts_kept
 from deploy.local.seed import shapes
 from schemas.events import canonical_json
 from schemas.tokens import count_tokens
-from services.compactor.loki import line_patterns
-from services.compactor.registry import DEFAULT_BUDGETS, compact_tool_result
+from services.compaction.loki import line_patterns
+from services.compaction.registry import DEFAULT_BUDGETS, compact_tool_result
 
 CORPUS = Path(__file__).parent / "corpus" / "loghub"
 BUDGETS = (150, 300, 600)

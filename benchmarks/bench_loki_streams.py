@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from services.compactor.registry import compact_tool_result
+from services.compaction.registry import compact_tool_result
 
 T0 = 1773457957000000000
 BUDGETS = (300, 600)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_compactor_quality import drain3_groups, grouping_accuracy
-from services.compactor.loki import line_patterns
+from services.compaction.loki import line_patterns
 
 SYSTEMS = (
     "Android", "Apache", "BGL", "HDFS", "HPC", "Hadoop", "HealthApp", "Linux",

@@ -12,7 +12,7 @@ from typing import Any
 
 from deploy.local.seed import seed_incident
 from schemas.ids import message_id, tool_call_id
-from services.compactor.registry import compact_tool_result
+from services.compaction.registry import compact_tool_result
 
 THREAD_TS = "1773458100.000100"
 WINDOW = {"window_start": "2026-03-14T02:45:00Z", "window_end": "2026-03-14T03:45:00Z"}

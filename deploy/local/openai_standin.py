@@ -5,7 +5,7 @@ in process, so ChatOpenAI had never sent one request. This server speaks what la
 openai 3.x send to `POST /v1/chat/completions` (non-streaming: our calls send `"stream": false`) with
 `tools`, `tool_choice` and `response_format` (`json_schema`, `json_object`), and answers from the
 SAME deterministic logic the tests use in process: `services.agent.stand_in_model` for the agent's
-nodes and the judge, `services.compactor.selector.LocalDeterministicSelector` for the compactor's
+nodes and the judge, `services.compaction.selector.LocalDeterministicSelector` for the compactor's
 selector (recognised by its prompt and its `ids`/`reason` schema; that prompt carries no candidate's
 `first` today, so the rule's "then earliest" tie-break cannot apply over the wire: see the xfail in
 tests/agent/test_openai_wire.py). It is labelled everywhere: the only model it serves is
@@ -60,7 +60,7 @@ from deploy.local.model_roles import Fault, Script, ServerMode
 from schemas.events import canonical_json
 from schemas.tokens import count_tokens
 from services.agent.stand_in_model import DeterministicStandInModel
-from services.compactor.selector import Candidate, LocalDeterministicSelector
+from services.compaction.selector import Candidate, LocalDeterministicSelector
 
 Json = dict[str, Any]
 
@@ -80,7 +80,7 @@ KNOWN_ARGS = frozenset(
     | {"prompt_cache_key", "safety_identifier", "verbosity", "web_search_options", "functions"}
     | {"function_call"}
 )
-# The compactor's selector prompt (services/compactor/selector.py `_PROMPT`), read back into candidates.
+# The compactor's selector prompt (services/compaction/selector.py `_PROMPT`), read back into candidates.
 SELECTOR_LINES = "Candidates (JSON lines):\n"
 SELECTOR_BUDGET = re.compile(r"sum to at most (\d+)")
 SELECTOR_ALERT = re.compile(r"^Alert: (.*)$", re.M)

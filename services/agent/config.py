@@ -19,31 +19,25 @@ from typing import Any
 
 from schemas import topics
 from schemas.tools import TOOL_MAP_ENV, ToolMapError, tool_map
-from services.boundary.scope import ScopePolicy, policy_from_json
+from services.boundary.scope import ScopePolicy
 from services.runtime.errors import UserFacingError
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.loading import json_object_setting
+from services.runtime.scope_setting import policy_from_env
 
 INPUT_BUDGET_FLOOR = 2000  # below this the preamble, prompts and tool schemas alone may not fit
 EVIDENCE_TOOL = "get_evidence"  # reads a raw back; never a telemetry query, never compacted
-SCOPE_ENV = "TOOL_SCOPE"  # services/boundary/scope.py ScopePolicy, as one JSON object
-
-
-def policy_from_env(env: Mapping[str, str] | None = None) -> ScopePolicy:
-    """The `TOOL_SCOPE` policy (defaults when unset); a bad one is a one-line start-up error."""
-    value = json_object_setting(SCOPE_ENV, env=os.environ if env is None else env)
-    try:
-        return policy_from_json(value)
-    except ValueError as exc:
-        raise UserFacingError(f"{SCOPE_ENV}: {exc}") from None
 
 
 def default_cli() -> str:
-    """The `incident-memory` script next to this interpreter (the venv's), else whatever is on PATH."""
-    beside = Path(sys.executable).parent / "incident-memory"
-    if beside.exists():
-        return str(beside)
-    return shutil.which("incident-memory") or "incident-memory"
+    """The production `incident-memory-service` script next to this interpreter (the venv's, the image's);
+    else the dev install's `incident-memory` there (a venv made before the split: it serves the same
+    subcommands); else whatever is on PATH."""
+    for name in ("incident-memory-service", "incident-memory"):
+        beside = Path(sys.executable).parent / name
+        if beside.exists():
+            return str(beside)
+    return shutil.which("incident-memory-service") or "incident-memory-service"
 
 
 @dataclass(frozen=True)
@@ -92,11 +86,11 @@ class AgentConfig:
     context_budget: int = 1200
     # The hard limit on one model call's whole input (preamble, messages, tool schemas), in tokens:
     # `input_budgets` per model name, `input_budget` for any other. Going over raises
-    # InputBudgetExceeded before the call (services/agent/input_budget.py; docs/context-budget.md).
+    # InputBudgetExceeded before the call (services/context_render/input_budget.py; docs/context-budget.md).
     input_budget: int = 8000
     input_budgets: Mapping[str, int] = field(default_factory=dict)
     # Of the input budget, the share for the alert and the humans' turns as the model is sent them
-    # (services/agent/discussion.py), and of that share the part for the most recent messages, whole.
+    # (services/context_render/discussion.py), and of that share the part for the most recent messages, whole.
     discussion_share: float = 0.45
     recent_share: float = 0.4
     # A single human turn or alert annotation above this many tokens shows head and tail, with a pointer.

@@ -28,7 +28,7 @@ from schemas import topics
 from schemas.events import EventDecodeError, Wake, parse_event
 from services.agent import metrics
 from services.agent.config import TELEMETRY_ENV, AgentConfig, build_config, load_file
-from services.agent.emitter import EventEmitter, dead_letter_sender
+from services.runtime.emitter import EventEmitter, dead_letter_sender
 from services.agent.mcp_client import McpToolbox
 from services.agent.offsets import OffsetTracker
 from services.agent.playbooks import load_playbooks

@@ -50,7 +50,7 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-# A redactor version: part of the compactor version (services/compactor/config.py), so a replay with
+# A redactor version: part of the compactor version (services/compaction/config.py), so a replay with
 # a changed rule re-derives, never reuses, what the model saw.
 REDACTOR_VERSION = "1"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from schemas import topics
 from schemas.projections import Writers
-from services.compactor.config import load_config
+from services.compaction.config import load_config
 from services.compactor.stream_config import (
     DEFAULT_APP_ID,
     DEFAULT_SELECTIONS_TOPIC,

@@ -15,7 +15,7 @@ import sys
 
 from schemas.events import canonical_json
 from schemas.strict_json import StrictJsonError, loads_strict
-from services.compactor.registry import (
+from services.compaction.registry import (
     BUILTIN,
     BudgetExceeded,
     CompactorConfig,

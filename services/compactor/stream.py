@@ -28,7 +28,7 @@ from schemas.events import (
 from schemas.strict_json import MAX_DEPTH, StrictJsonError, loads_strict
 from schemas.tokens import count_tokens, count_value_tokens
 from services.boundary.redact import redact_text
-from services.compactor.registry import (
+from services.compaction.registry import (
     BUILTIN,
     COMPACTOR_VERSION,
     BudgetExceeded,
@@ -37,7 +37,7 @@ from services.compactor.registry import (
     RawFormatError,
     compact_tool_result,
 )
-from services.compactor.selector import Selector
+from services.compaction.selector import Selector
 from services.compactor.turns import with_turn_compact
 from services.runtime.kafka import dead_letter
 

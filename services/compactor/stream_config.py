@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schemas import topics
-from services.compactor.config import BUILTIN, CompactorConfig
+from services.compaction.config import BUILTIN, CompactorConfig
 from services.runtime.kafka_client import KafkaClient
 
 DEFAULT_APP_ID = "incident-memory-compactor"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from schemas.events import Selection
-from services.compactor.selector import Candidate, LocalDeterministicSelector, OpenAISelector, Selector
+from services.compaction.selector import Candidate, LocalDeterministicSelector, OpenAISelector, Selector
 from services.runtime.errors import UserFacingError
 from services.runtime.loading import load_attr
 

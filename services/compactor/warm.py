@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.events import ToolResult
-from services.compactor.config import BUILTIN, CompactorConfig
+from services.compaction.config import BUILTIN, CompactorConfig
 from services.compactor.stream import Result, process
 from services.runtime.warmup import run_steps, warm_tokens
 

@@ -21,8 +21,8 @@ from faust.types import TP
 from faust.types.auth import CredentialsT
 
 from schemas.events import Selection
+from services.compaction.selector import Selector
 from services.compactor.faust_patch import PatchedTransport
-from services.compactor.selector import Selector
 from services.compactor.stream import Compacted, Dead, Forward, process
 from services.compactor.stream_config import StreamConfig
 from services.compactor.stream_metrics import StreamMetrics

@@ -218,7 +218,7 @@ def _row(
 def _tool_row(event: CompactedToolResult) -> Row:
     """The tool row, without re-counting: the compactor counted this very compact the same way.
 
-    `CompactedToolResult.tokens` is `count_value_tokens(compact)` (services/compactor/registry.py),
+    `CompactedToolResult.tokens` is `count_value_tokens(compact)` (services/compaction/registry.py),
     which is what the tokens column holds for a row whose compact is not NULL. The JSON columns
     are rendered by pydantic's serializer: jsonb keeps no key order, so canonical (sorted) text,
     which only token counting needs, would be wasted work for the largest values of the stream.

@@ -30,7 +30,7 @@ from psycopg.types.json import Jsonb
 
 from schemas import projections, topics
 from schemas.migrate import apply_migrations
-from services.compactor.config import SETTINGS_ENV, load_config
+from services.compaction.config import SETTINGS_ENV, load_config
 from services.rederive.names import Names
 from services.rederive.progress import (
     Eta,
@@ -81,8 +81,8 @@ class RunResult:
 
 
 def cli_argv() -> list[str]:
-    """How to run `incident-memory` from here: the installed script beside this interpreter, else -m."""
-    script = Path(sys.executable).parent / "incident-memory"
+    """How to run the production CLI from here: `incident-memory-service` beside this interpreter, else -m."""
+    script = Path(sys.executable).parent / "incident-memory-service"
     return [str(script)] if script.exists() else [sys.executable, "-m", "services.cli"]
 
 

@@ -48,8 +48,8 @@ def test_the_telemetry_tool_schemas_are_terse() -> None:
 
     from schemas.tokens import count_tokens, render_for_model
     from services.agent.mcp_client import tool_spec
-    from services.agent.telemetry_mcp import config as config_mod
-    from services.agent.telemetry_mcp.server import build_server
+    from services.telemetry_mcp import config as config_mod
+    from services.telemetry_mcp.server import build_server
 
     tools = asyncio.run(build_server(config_mod.load({}, None)).list_tools())
     specs = [tool_spec(t) for t in tools if t.name != "get_evidence"]

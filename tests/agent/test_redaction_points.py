@@ -18,9 +18,9 @@ from deploy.local.secret_testdata import SECRETS, leaked, loki_with_secrets, sla
 from schemas.events import EventBase, ThreadPost
 from schemas.ids import message_id, thread_key
 from services.agent.stand_in_model import DeterministicStandInModel
-from services.agent.telemetry_mcp.client import session, text_of
-from services.agent.telemetry_mcp.server import _guard
-from services.agent.telemetry_mcp.wire import UpstreamError
+from services.telemetry_mcp.client import session, text_of
+from services.telemetry_mcp.server import _guard
+from services.telemetry_mcp.wire import UpstreamError
 
 from .test_voice_rules import AT, FakeSlack, commit, play, voice
 

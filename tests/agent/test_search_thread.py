@@ -14,8 +14,8 @@ from psycopg.types.json import Jsonb
 
 from deploy.local.warroom import WarRoom, as_rows, generate
 from services.agent.mcp_client import THREAD_ARG, tool_spec
-from services.agent.telemetry_mcp.client import session, text_of
-from services.agent.telemetry_mcp.thread_search import excerpt
+from services.telemetry_mcp.client import session, text_of
+from services.telemetry_mcp.thread_search import excerpt
 
 pytestmark = pytest.mark.stack
 SEARCH_TOOL = "search_thread"
@@ -87,7 +87,7 @@ def test_an_answer_is_redacted_like_everything_a_model_is_sent(
 ) -> None:
     import asyncio
 
-    from services.agent.telemetry_mcp.thread_search import ThreadSearch
+    from services.telemetry_mcp.thread_search import ThreadSearch
 
     room = generate(5, messages=3, pastes=0, huge_chars=0, desc_bytes=0, alerts=1, facts=0, mentions=0)
     _project(pg_conn, room)

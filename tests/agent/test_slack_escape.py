@@ -14,8 +14,8 @@ import anyio
 
 from deploy.local.slack_standin import running
 from schemas.events import ThreadPost
-from services.agent.voice.blocks import post_blocks
-from services.agent.voice.slack_api import SlackWeb, client
+from services.voice.blocks import post_blocks
+from services.voice.slack_api import SlackWeb, client
 from services.boundary.slack_escape import escape, link
 
 HOSTILE = (

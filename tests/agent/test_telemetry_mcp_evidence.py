@@ -10,7 +10,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from deploy.local.seed import seed_incident
-from services.agent.telemetry_mcp.client import session, text_of
+from services.telemetry_mcp.client import session, text_of
 
 THREAD = "1773458070.000100"
 

@@ -24,10 +24,10 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import pytest
 
-from services.agent.telemetry_mcp.backends import HttpBackend
-from services.agent.telemetry_mcp.client import raw_of, session, text_of
-from services.agent.telemetry_mcp.config import TelemetryConfig
-from services.agent.telemetry_mcp.wire import UpstreamError
+from services.telemetry_mcp.backends import HttpBackend
+from services.telemetry_mcp.client import raw_of, session, text_of
+from services.telemetry_mcp.config import TelemetryConfig
+from services.telemetry_mcp.wire import UpstreamError
 
 from .scope_rows import project_alert
 

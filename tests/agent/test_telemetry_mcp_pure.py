@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from deploy.local.seed import SeedIncident, seed_incident
-from services.agent.telemetry_mcp import config as config_mod
-from services.agent.telemetry_mcp import recorded, wire
-from services.agent.telemetry_mcp.selectors import parse_log_query, promql_selectors, series_selected
-from services.agent.telemetry_mcp.timeparse import (
+from services.telemetry_mcp import config as config_mod
+from services.telemetry_mcp import recorded, wire
+from services.telemetry_mcp.selectors import parse_log_query, promql_selectors, series_selected
+from services.telemetry_mcp.timeparse import (
     TimeArgError,
     ns_to_rfc3339,
     parse_duration_ns,

@@ -12,7 +12,7 @@ from slack_sdk.errors import SlackApiError
 
 from deploy.local.ports import free_port
 from deploy.local.slack_standin import DEFAULT_CHANNEL, SlackStandin, running
-from services.agent.voice import slack_api
+from services.voice import slack_api
 
 pytestmark = pytest.mark.timeout(60)
 

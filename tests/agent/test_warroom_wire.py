@@ -28,7 +28,7 @@ from schemas.tokens import count_tokens, render_for_model
 from services.agent.config import ModelConfig
 from services.agent.mcp_client import McpToolbox
 from services.agent.models import build_models
-from services.agent.telemetry_mcp.thread_search import ThreadSearch
+from services.telemetry_mcp.thread_search import ThreadSearch
 
 from . import inprocess
 from .inprocess import Seeded, telemetry_server

@@ -99,7 +99,7 @@ CASES: list[tuple[str, str, bytes, str]] = [
     ("infinity", "x", b"[Infinity]", "Infinity is not JSON"),
     ("float_overflow", "x", b'{"v":1e999}', "1e999 overflows a float at $.v"),
     ("empty", "x", b"", "stdin: not JSON: Expecting value at line 1 column 1 (char 0)"),
-    # times: services.compactor.timefmt, one parser per raw format
+    # times: services.compaction.timefmt, one parser per raw format
     ("loki_ns_1e29", "query_loki", js(loki(str(10**29))), f"'100000000000000000000000000000' {OUTSIDE}"),
     ("loki_ns_minus_1e30", "query_loki", js(loki(-(10**30))), f"-1000000000000000000000000000000 {OUTSIDE}"),
     ("loki_ns_negative", "query_loki", js(loki(-1)), f"timestamp -1 {OUTSIDE}"),

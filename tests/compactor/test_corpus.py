@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from services.compactor.loki import line_patterns
+from services.compaction.loki import line_patterns
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "benchmarks" / "corpus"

@@ -15,11 +15,11 @@ from deploy.local.seed.generators import TEMPLATES, fill, generate_loki, loki_re
 from deploy.local.seed.shapes import noisy_errors_logs
 from schemas.events import canonical_json
 from schemas.tokens import count_value_tokens
-from services.compactor import loki
-from services.compactor.log_anatomy import ERROR_RANK, LEVEL_RANK, learn_header, split_line
-from services.compactor.log_patterns import mine
-from services.compactor.model import BUDGET_FLOOR
-from services.compactor.registry import RawFormatError, compact_tool_result
+from services.compaction import loki
+from services.compaction.log_anatomy import ERROR_RANK, LEVEL_RANK, learn_header, split_line
+from services.compaction.log_patterns import mine
+from services.compaction.model import BUDGET_FLOOR
+from services.compaction.registry import RawFormatError, compact_tool_result
 
 _COUNT = re.compile(r"^(\d+)×")
 _OMITTED = re.compile(r"^(\d+) patterns, (\d+) lines")

@@ -9,10 +9,10 @@ import re
 import pytest
 
 from schemas.tokens import count_value_tokens
-from services.compactor import loki
-from services.compactor.log_anatomy import learn_header, split_line
-from services.compactor.log_streams import StreamSet
-from services.compactor.registry import RawFormatError, compact_tool_result
+from services.compaction import loki
+from services.compaction.log_anatomy import learn_header, split_line
+from services.compaction.log_streams import StreamSet
+from services.compaction.registry import RawFormatError, compact_tool_result
 
 T0 = 1773457957000000000
 _COUNT = re.compile(r"^(\d+)×")

@@ -12,10 +12,10 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from schemas.tokens import count_value_tokens
-from services.compactor import loki
-from services.compactor.fit import fit
-from services.compactor.model import BUDGET_FLOOR, Draft, Item
-from services.compactor.registry import compact_tool_result
+from services.compaction import loki
+from services.compaction.fit import fit
+from services.compaction.model import BUDGET_FLOOR, Draft, Item
+from services.compaction.registry import compact_tool_result
 
 T0 = datetime(2026, 12, 3, 13, 25, 15, tzinfo=UTC)
 TIMED = re.compile(r"^(\d+)× (\d\d-\d\d )?\d\d:\d\d:\d\d(\.\d+)?(–(\d\d-\d\d )?\d\d:\d\d:\d\d(\.\d+)?)? ")

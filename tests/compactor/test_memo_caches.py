@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.compactor import log_anatomy, timefmt
+from services.compaction import log_anatomy, timefmt
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -17,8 +17,8 @@ from deploy.local.seed.generators import (
     tempo_response,
 )
 from schemas.events import canonical_json
-from services.compactor import prometheus, tempo
-from services.compactor.registry import RawFormatError, compact_tool_result
+from services.compaction import prometheus, tempo
+from services.compaction.registry import RawFormatError, compact_tool_result
 
 BIG = 1_000_000
 

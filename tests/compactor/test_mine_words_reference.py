@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.compactor.log_patterns import WILD, Group, _split, mine_words
+from services.compaction.log_patterns import WILD, Group, _split, mine_words
 
 
 def reference(masked: Sequence[tuple[str, ...]]) -> list[Group]:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from services.compactor.config import COMPACTOR_VERSION, COMPACTORS, load_config
-from services.compactor.registry import BudgetExceeded, compact_tool_result
+from services.compaction.config import COMPACTOR_VERSION, COMPACTORS, load_config
+from services.compaction.registry import BudgetExceeded, compact_tool_result
 from services.compactor.stream import selection_key
 from services.runtime.errors import UserFacingError
 
@@ -75,7 +75,7 @@ def test_the_call_path_holds_a_plugin_to_its_budget() -> None:
 def test_a_plugin_that_cannot_be_loaded_is_one_clear_error(spec: str, message: str) -> None:
     with pytest.raises(UserFacingError, match=message.replace("(", r"\(")):
         load_config({"COMPACTOR_PLUGINS": spec})
-    assert COMPACTORS["query_loki"].__module__ == "services.compactor.loki"
+    assert COMPACTORS["query_loki"].__module__ == "services.compaction.loki"
 
 
 def test_the_one_shot_cli_loads_plugins_too() -> None:

@@ -19,9 +19,9 @@ from deploy.local.seed.generators import (
     pod_name,
     unix_s,
 )
-from services.compactor import pod_events
-from services.compactor.model import BUDGET_FLOOR
-from services.compactor.registry import RawFormatError, compact_tool_result
+from services.compaction import pod_events
+from services.compaction.model import BUDGET_FLOOR
+from services.compaction.registry import RawFormatError, compact_tool_result
 
 TOOL = "get_pod_events"
 BIG = 1_000_000

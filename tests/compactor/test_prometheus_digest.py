@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from deploy.local.seed import seed_incident
 from deploy.local.seed.generators import generate_prometheus, prometheus_response, unix_s
-from services.compactor import prometheus
-from services.compactor.model import BUDGET_FLOOR
-from services.compactor.registry import CompactOutcome, RawFormatError, compact_tool_result
-from services.compactor.timefmt import iso_from_unix
+from services.compaction import prometheus
+from services.compaction.model import BUDGET_FLOOR
+from services.compaction.registry import CompactOutcome, RawFormatError, compact_tool_result
+from services.compaction.timefmt import iso_from_unix
 
 TOOL = "query_prometheus"
 COUNTS = re.compile(r"^(\d+) series, (\d+) samples")

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from schemas.tokens import count_value_tokens
-from services.compactor import prometheus
+from services.compaction import prometheus
+from services.compaction.registry import CompactOutcome, budget_for, compact_tool_result
+from services.compaction.timefmt import iso_from_unix
 from services.compactor.cli import compact_stdin
-from services.compactor.registry import CompactOutcome, budget_for, compact_tool_result
-from services.compactor.timefmt import iso_from_unix
 
 from .test_prometheus_digest import _assert_copied, _assert_counts
 

@@ -20,7 +20,7 @@ from deploy.local.secret_testdata import (
     tool_error_with_secret,
 )
 from schemas.events import canonical_json
-from services.compactor.registry import compact_tool_result
+from services.compaction.registry import compact_tool_result
 from services.compactor.stream import error_compact
 
 RAWS = [

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from deploy.local.seed import generate_loki, seed_incident
 from schemas.events import canonical_json
 from schemas.tokens import count_value_tokens
-from services.compactor import registry
-from services.compactor.fit import fit, omitted_text
-from services.compactor.model import BUDGET_FLOOR, Draft, Item
-from services.compactor.registry import (
+from services.compaction import registry
+from services.compaction.fit import fit, omitted_text
+from services.compaction.model import BUDGET_FLOOR, Draft, Item
+from services.compaction.registry import (
     BUILTIN,
     COMPACTOR_VERSION,
     DEFAULT_BUDGETS,

@@ -7,7 +7,7 @@ import re
 from deploy.local.seed import seed_incident
 from schemas.events import canonical_json
 from schemas.tokens import count_value_tokens
-from services.compactor.registry import DEFAULT_BUDGETS, compact_tool_result
+from services.compaction.registry import DEFAULT_BUDGETS, compact_tool_result
 
 TOOLS = ("query_loki", "query_prometheus", "get_pod_events", "query_tempo")
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from deploy.local.testdata import loki, repetitive
 from schemas.events import CompactedToolResult, HumanMessage, Selection, ToolResult, parse_event
-from services.compactor.registry import COMPACTOR_VERSION, raw_sha256
-from services.compactor.selector import Candidate, LocalDeterministicSelector
+from services.compaction.registry import COMPACTOR_VERSION, raw_sha256
+from services.compaction.selector import Candidate, LocalDeterministicSelector
 from services.compactor.stream import Compacted, Dead, Forward, process, selection_key
 from services.compactor.stream_selector import CountingSelector, load_selector
 
@@ -147,7 +147,7 @@ def test_a_raising_compactor_is_a_dead_letter_not_a_crash() -> None:
 
 def test_selector_spec_loads_by_import_path_and_counts_calls() -> None:
     assert load_selector("local").model == "local-deterministic"  # type: ignore[attr-defined]
-    loaded = load_selector("services.compactor.selector:LocalDeterministicSelector")
+    loaded = load_selector("services.compaction.selector:LocalDeterministicSelector")
     seen: list[str] = []
     counting = CountingSelector(loaded, on_call=seen.append)
     run(tool_result(loki(30)).to_bytes(), selector=counting, budget=150)

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from deploy.local.seed import seed_incident
 from deploy.local.seed.generators import SpanSpec, generate_tempo, ns_at, tempo_response
 from schemas.tokens import count_value_tokens
-from services.compactor import tempo
-from services.compactor.model import BUDGET_FLOOR
-from services.compactor.registry import RawFormatError, compact_tool_result
-from services.compactor.timefmt import Clock
+from services.compaction import tempo
+from services.compaction.model import BUDGET_FLOOR
+from services.compaction.registry import RawFormatError, compact_tool_result
+from services.compaction.timefmt import Clock
 
 MS = 1_000_000
 ERROR_CODES = (2, "STATUS_CODE_ERROR")

@@ -11,10 +11,10 @@ import pytest
 
 from schemas.tokens import count_value_tokens
 from schemas.tools import recorded_tool_error, tool_error_raw
+from services.compaction.model import BUDGET_FLOOR
+from services.compaction.registry import BUILTIN, budget_for, compact_tool_result
+from services.compaction.tool_error import MESSAGE_TOKENS
 from services.compactor.cli import compact_stdin
-from services.compactor.model import BUDGET_FLOOR
-from services.compactor.registry import BUILTIN, budget_for, compact_tool_result
-from services.compactor.tool_error import MESSAGE_TOKENS
 
 EVIDENCE = "1796304420.628023:1:tools:2"
 # what the agent recorded in the live run, byte for byte

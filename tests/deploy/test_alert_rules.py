@@ -34,8 +34,8 @@ def exported_metric_names() -> set[str]:
     from prometheus_client import REGISTRY, CollectorRegistry
 
     import services.agent.metrics
-    import services.agent.voice.main
-    import services.agent.voice.metrics  # noqa: F401 - registers on the default registry
+    import services.voice.main
+    import services.voice.metrics  # noqa: F401 - registers on the default registry
     from services.compactor.stream_metrics import StreamMetrics
     from services.ingest.http_limits import LimitMetrics
     from services.ingest.metrics import Metrics as IngestMetrics

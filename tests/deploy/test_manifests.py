@@ -491,7 +491,7 @@ def test_dockerfile_is_multi_stage_slim_non_root_with_the_cli_as_entrypoint() ->
     users = [ln.split()[1] for ln in instructions if ln.startswith("USER ")]
     assert users and users[-1].split(":")[0] not in ("0", "root")
     assert json.loads(instructions[[i.split()[0] for i in instructions].index("ENTRYPOINT")][11:]) == [
-        "incident-memory"
+        "incident-memory-service"
     ]
     assert any("pip install ." in ln for ln in instructions)
     ignored = [
@@ -525,3 +525,8 @@ def test_the_image_wheel_carries_production_code_only(tmp_path: Path) -> None:
         n for n in names if n.startswith(("deploy/local/seed/", "services/demo", "deploy/", "benchmarks/"))
     ]
     assert "services/cli.py" in names and "schemas/migrations/001_initial.sql" in names
+    # the image runs the production CLI; the dev CLI's script would point into the absent deploy/
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "incident-memory-service = services.cli:main" in scripts
+    assert any("rm /opt/venv/bin/incident-memory " in ln + " " for ln in lines)

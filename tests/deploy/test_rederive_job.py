@@ -22,7 +22,7 @@ import pytest
 
 from schemas import topics
 from services.cli import build_parser
-from services.compactor.config import SETTINGS_ENV, load_config
+from services.compaction.config import SETTINGS_ENV, load_config
 from services.rederive.names import check_name, names_for
 
 # tests/deploy has no __init__.py: pytest imports its modules by their own name, with the directory on

@@ -531,7 +531,7 @@ def test_no_service_imports_the_standin() -> None:
 
 
 def test_conversations_info_answers_whether_a_channel_is_private_through_the_posters_client() -> None:
-    from services.agent.voice.slack_api import SlackWeb
+    from services.voice.slack_api import SlackWeb
 
     with running(channels=[CHANNEL], private_channels=["C0SECRET1"]) as standin:
         answer = sync_web(standin).conversations_info(channel="C0SECRET1")

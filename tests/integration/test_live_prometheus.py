@@ -110,7 +110,7 @@ class LokiStandIn:
     over the live log files. Every answer it gives is kept, so the test can compare."""
 
     def __init__(self, logs: dict[str, Path]) -> None:
-        from services.agent.telemetry_mcp import recorded
+        from services.telemetry_mcp import recorded
 
         self.answers: list[tuple[dict[str, str], dict[str, Any]]] = []
         stand_in = self
@@ -442,7 +442,7 @@ def test_the_agent_got_the_live_prometheus_answer(live: Outcome) -> None:
     """The raw in the tool row is what the live Prometheus answers to the agent's very query: asked
     again now (the window ended before the agent asked, so nothing in it changes), it says the same.
     Its series are the ingest's own counters, scraped from its /metrics."""
-    from services.agent.telemetry_mcp.wire import prometheus_query_range
+    from services.telemetry_mcp.wire import prometheus_query_range
 
     call, row = live.tool_row("query_prometheus")
     args = call["args"]
@@ -463,7 +463,7 @@ def test_the_agent_got_the_live_prometheus_answer(live: Outcome) -> None:
 
 def test_the_prometheus_digest_fits_its_budget_and_keeps_the_facts(live: Outcome) -> None:
     from schemas.tokens import count_value_tokens
-    from services.compactor.registry import budget_for, compact_tool_result
+    from services.compaction.registry import budget_for, compact_tool_result
 
     _, row = live.tool_row("query_prometheus")
     raw, compact = row["content"], row["compact"]
@@ -517,7 +517,7 @@ def test_the_loki_stand_in_answer_is_digested_within_budget(live: Outcome) -> No
     """Loki itself cannot run here (AGPL): the stand-in served the services' own log lines. What the
     agent stored is exactly what the stand-in answered, and its digest fits and counts every line."""
     from schemas.tokens import count_value_tokens
-    from services.compactor.registry import budget_for
+    from services.compaction.registry import budget_for
 
     call, row = live.tool_row("query_loki")
     assert call["args"]["query"] == f'{{namespace="{NAMESPACE}"}}'
@@ -555,7 +555,7 @@ def test_unconfigured_kubernetes_is_a_truthful_tool_error(live: Outcome) -> None
 def test_the_model_sees_the_reason_of_a_tool_error(live: Outcome) -> None:
     """Found live (issue 18): the digest said "raw format: expected a Kubernetes EventList" and the
     back end's own reason stayed in the raw. Now the digest is the tool's error, labelled as such."""
-    from services.compactor.registry import budget_for
+    from services.compaction.registry import budget_for
 
     _, row = live.tool_row("get_pod_events")
     error = row["compact"]["error"]

@@ -9,7 +9,7 @@ from deploy.local.testdata import T0
 from schemas.events import CompactedToolResult
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
-from services.compactor.registry import compact_tool_result
+from services.compaction.registry import compact_tool_result
 from services.projector.mapping import CacheDigest, StageRow, map_event
 
 T = "1710406800.000100"

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from services.compactor import loki, prometheus
-from services.compactor.model import Draft
+from services.compaction import loki, prometheus
+from services.compaction.model import Draft
 
 VERSION = "rederive-test.2"
 _COUNT = re.compile(r"^\d+× ")

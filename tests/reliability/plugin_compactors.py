@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from services.compactor.model import Draft, Item
+from services.compaction.model import Draft, Item
 
 VERSION = "test.1"
 BUDGET = 120
