@@ -87,6 +87,7 @@ def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
     assert second.stop() == 0  # SIGTERM: a clean exit, after the batch in hand
 
 
+@pytest.mark.serial  # its join races the first projector's progress: failed under -n 4 on a loaded machine
 def test_a_second_projector_joining_mid_stream_takes_partitions_without_loss_or_duplicate(
     start_projector: Callable[..., Proc],
     stack: Settings,
