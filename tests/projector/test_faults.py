@@ -80,7 +80,7 @@ def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
     done_at_kill = sum(stored_offsets(pg_conn, group, topic).values())
     assert 0 < done_at_kill < total, "the kill must land while the projector is still working"
     second = start_projector(batch_size=300)
-    wait_until(lambda: caught_up(pg_conn, group, topic, high), 50, "restarted projector to catch up")
+    wait_until(lambda: caught_up(pg_conn, group, topic, high), 150, "restarted projector to catch up")
     assert_projection(pg_conn, expected_rows(events))
     assert table(pg_conn, "round_staging") == []
     assert len(table(pg_conn, "incident_state")) == 1200
