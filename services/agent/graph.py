@@ -43,7 +43,7 @@ from services.agent.toolpath import ToolPath
 from services.boundary.framing import framed_within
 from services.boundary.redact import redact_text
 from services.context_render import prompts
-from services.context_render.context import LoadedContext, message_tokens, to_messages, tool_body
+from services.context_render.context import LoadedContext, message_tokens, stored_args, to_messages, tool_body
 from services.context_render.input_budget import check_input, model_input_tokens, tool_schema_tokens
 from services.context_render.preamble import evidence_in_hand, outside_window, pinned_window
 from services.runtime.emitter import EventEmitter
@@ -168,7 +168,9 @@ def build_graph(deps: RoundDeps) -> Any:
                 model=f"playbook:{plan.playbook}",
             )
         )
-        lc_calls = [{"name": c.name, "args": c.args, "id": c.id, "type": "tool_call"} for c in calls]
+        lc_calls = [
+            {"name": c.name, "args": stored_args(c.args), "id": c.id, "type": "tool_call"} for c in calls
+        ]
         return {
             "turn": [AIMessage(content=text, tool_calls=lc_calls, id=mid)],
             "emitted": [*state.get("emitted", []), mid],
@@ -230,7 +232,9 @@ def build_graph(deps: RoundDeps) -> Any:
                 model=deps.agent_model_name,
             )
         )
-        lc_calls = [{"name": c.name, "args": c.args, "id": c.id, "type": "tool_call"} for c in calls]
+        lc_calls = [
+            {"name": c.name, "args": stored_args(c.args), "id": c.id, "type": "tool_call"} for c in calls
+        ]
         turn.append(AIMessage(content=text, tool_calls=lc_calls, id=mid))
         await pause()
         return {

@@ -38,7 +38,7 @@ from services.agent.toolpath import ProjectionTimeout, ToolPath
 from services.boundary.redact import redact_value
 from services.context_render.context import LoadedContext, load_context, row_digest
 from services.context_render.discussion import DiscussionPolicy, plan_discussion
-from services.context_render.preamble import Trigger, pinned_window, render_preamble
+from services.context_render.preamble import Trigger, pinned_window, render_preamble, trigger_time
 from services.context_render.rerender import Plan, plan_rerenders
 from services.runtime.emitter import EventEmitter
 from services.runtime.logs import about
@@ -213,7 +213,7 @@ async def run_round(
             ctx = await asyncio.to_thread(load_context, conn, thread_ts)
             _log_loaded(ctx)
         trigger = Trigger(wake.reason, wake.trigger_message_id, wake.user)
-        preamble = render_preamble(ctx, round_, trigger, now)
+        preamble = render_preamble(ctx, round_, trigger, trigger_time(ctx, trigger) or now)
 
         async def read_raw(evidence_id: str) -> Any:
             """The raw a claim cites, for the judge: redacted, whichever server answered (invariant 13)."""

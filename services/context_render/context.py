@@ -8,6 +8,7 @@ turn whose tool calls did not all come back; a result is never invented (invaria
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -129,6 +130,14 @@ def repair_dangling_tool_calls(rows: Sequence[ContextRow]) -> list[ContextRow]:
 
 
 # --- rows -> LangChain messages ---------------------------------------------------------------
+
+
+def stored_args(args: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments as its row stores them (canonical JSON: keys sorted at every level).
+    The round's own turn is sent in this form too, so a call is sent the same bytes in the round that
+    made it as in every later round, and the review page rebuilds it exactly."""
+    loaded: dict[str, Any] = json.loads(canonical_json_bytes(args))
+    return loaded
 
 
 def alert_text(value: Any) -> str:

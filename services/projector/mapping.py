@@ -8,6 +8,7 @@ through `sql.py`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -157,6 +158,10 @@ class ReRender:
     target_id: str
     compact: str
     tokens: int
+    # The event that made it, recorded in rendering_history (migration 011) in the order applied.
+    event_id: str = ""
+    made_round: int | None = None
+    policy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -326,21 +331,23 @@ def _edit(event: HumanMessage, original_ts: str) -> ReRender:
     """An edit becomes the original row's view: the model sees the edited text only (redacted by the
     compactor like every human turn), the original's raw stays in `content`. The last edit in the
     thread's order wins, and applying one twice writes the same compact (invariants 2 and 8)."""
-    return _hide_behind(event, original_ts, event.compact or event.row_content())
+    return _hide_behind(event, original_ts, event.compact or event.row_content(), "edited")
 
 
 def _map_deleted(event: MessageDeleted) -> list[Op]:
     """A deleted message's row stays (its raw is kept), but the model sees only that it was deleted."""
-    return [_hide_behind(event, event.ts, event.hidden_view())]
+    return [_hide_behind(event, event.ts, event.hidden_view(), "deleted")]
 
 
-def _hide_behind(event: EventBase, original_ts: str, view: dict[str, Any]) -> ReRender:
+def _hide_behind(event: EventBase, original_ts: str, view: dict[str, Any], policy: str) -> ReRender:
     compact = _json(view)
     return ReRender(
         thread_ts=event.thread_ts,
         target_id=message_id(event.thread_ts, None, "human", original_ts),
         compact=compact,
         tokens=_tokens(view, compact),
+        event_id=event.message_id,
+        policy=policy,
     )
 
 
@@ -430,8 +437,21 @@ def _map_re_render(event: ReRendered) -> list[Op]:
             target_id=event.target_id,
             compact=compact,
             tokens=_tokens(event.compact, compact),
+            event_id=event.message_id,
+            made_round=made_round(event.message_id),
+            policy=event.policy,
         )
     ]
+
+
+_MADE_IN = re.compile(r":rerender:r(\d+)-")
+
+
+def made_round(rerender_id: str) -> int | None:
+    """The round whose context a re-rendering was made for, from its id (`T:-:rerender:r2-...`,
+    services/context_render/rerender.py and discussion.py)."""
+    found = _MADE_IN.search(rerender_id)
+    return int(found.group(1)) if found else None
 
 
 def _map_nothing(event: EventBase) -> list[Op]:
