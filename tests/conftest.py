@@ -28,25 +28,23 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from serial_pass import skip_serial_in_workers  # tests/ is on sys.path (this rootdir conftest's dir)
 
 from deploy.local.external import external_stack
 from deploy.local.pipeline import fresh_schema, fresh_topics
 from services.runtime.settings import Settings
 
 STACK_FIXTURE = "stack"
-SERIAL_SKIP = "serial: run alone, after the parallel pass (`make test`), never under pytest -n"
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark `stack` every test that uses the stack fixture, however indirectly; under an xdist worker,
     skip every `serial` test (it would share the machine with the other workers' tests)."""
-    in_worker = hasattr(config, "workerinput")
     for item in items:
         if STACK_FIXTURE in getattr(item, "fixturenames", ()) and item.get_closest_marker("stack") is None:
             item.add_marker(pytest.mark.stack)
-        if in_worker and item.get_closest_marker("serial") is not None:
-            item.add_marker(pytest.mark.skip(reason=SERIAL_SKIP))
+    skip_serial_in_workers(config, items)
 
 
 @pytest.fixture(scope="session")

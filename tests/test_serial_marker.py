@@ -1,4 +1,4 @@
-"""A `serial` test never runs under an xdist worker: tests/conftest.py skips it there, and only there."""
+"""A `serial` test never runs under an xdist worker: tests/conftest.py skips it there (tests/serial_pass.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import SERIAL_SKIP, pytest_collection_modifyitems  # tests/conftest.py (rootdir conftest)
+from serial_pass import SERIAL_SKIP, skip_serial_in_workers
 
 
 class _Item:
@@ -28,7 +28,7 @@ def _skips(item: _Item) -> list[str]:
 
 
 def _collect(config: object, *items: _Item) -> None:
-    pytest_collection_modifyitems(config, list(items))
+    skip_serial_in_workers(config, list(items))
 
 
 def test_a_worker_skips_serial_tests_only() -> None:
