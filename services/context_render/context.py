@@ -22,6 +22,7 @@ from schemas.canonical import canonical_json_bytes
 from schemas.ids import parse_message_id
 from schemas.tokens import count_tokens, render_for_model
 from services.boundary.framing import frame
+from services.context_render.recall_view import hits_of, is_recall_row, recall_message
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,8 @@ def row_to_message(row: ContextRow, tool_name: str | None = None) -> BaseMessage
     """One row as a message; untrusted text (alert, Slack, tool results) framed as data with its source
     (services/boundary/framing.py)."""
     v = row.value if isinstance(row.value, dict) else {"text": render_for_model(row.value)}
+    if is_recall_row(row.id, row.role):  # recall's recorded result (services/context_render/recall_view.py)
+        return recall_message(row.id, hits_of(v))
     if row.role == "alert":
         return HumanMessage(content=frame("alert from Alertmanager", row.id, alert_text(v)), id=row.id)
     if row.role == "human":

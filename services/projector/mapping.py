@@ -26,6 +26,7 @@ from schemas.events import (
     IncidentStateChanged,
     JudgeVerdict,
     MessageDeleted,
+    RecallRecorded,
     ReRendered,
     RoundCommitted,
     SlackPostRecorded,
@@ -405,6 +406,17 @@ def _map_post(event: ThreadPost) -> list[Op]:
     return [_place(_row(event, "post", content))]
 
 
+def _map_recall(event: RecallRecorded) -> list[Op]:
+    """Recall's result as one small row beside the alert (round NULL: visible at once, outside any round),
+    so the load stays one query and never recomputes it (invariants 4 and 14). Its role is `alert`: what
+    the system knew when the incident opened, framed as data; its node `recall` tells it apart."""
+    _check_id_round(event)
+    if event.round is not None or event.message_id.split(":", 3)[2] != "recall":
+        raise MappingError(f"a recall is recorded as thread_ts:-:recall:i, not {event.message_id!r}")
+    hits = [h.model_dump(mode="json", exclude_none=True) for h in event.hits]
+    return [InsertRow(_row(event, "alert", {"recall": hits}, outside_round=True))]
+
+
 def _map_marker(event: RoundCommitted) -> list[Op]:
     return [_commit_round(event)]
 
@@ -466,6 +478,7 @@ _MAPPERS: dict[type[EventBase], Callable[[Any], list[Op]]] = {
     CompactedToolResult: _map_tool,
     JudgeVerdict: _map_judge,
     ThreadPost: _map_post,
+    RecallRecorded: _map_recall,
     RoundCommitted: _map_marker,
     SlackPostRecorded: _map_voice,
     ReRendered: _map_re_render,
