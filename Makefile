@@ -35,16 +35,28 @@ validate-deploy: venv
 browser: venv
 	$(BIN)/python -m deploy.local.browser
 
+# Two passes over the one stack `up` started: the parallel one (pytest-xdist, TEST_WORKERS processes, a
+# module's tests on one worker so its module fixtures start once), then the `serial` tests alone (they
+# restart a shared process or bound a wall-clock time: tests/conftest.py). Both run; either failing fails.
+TEST_WORKERS ?= 4
+TEST_MARKS := (not reliability or fast)
 test: lint validate-deploy up browser
-	$(BIN)/pytest -m "not reliability or fast" --durations=25 $(PYTEST_ARGS)
+	rc=0; \
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope -m "$(TEST_MARKS) and not serial" --durations=25 $(PYTEST_ARGS) || rc=$$?; \
+	$(BIN)/pytest -m "$(TEST_MARKS) and serial" --durations=10 $(PYTEST_ARGS) || rc=$$((rc ? rc : $$?)); \
+	exit $$rc
 
 # No Kafka, no Postgres, under a minute: every test whose fixtures reach `stack` is marked `stack`
 # (tests/conftest.py) and left out here, with the slow and reliability suites.
 test-fast: venv
 	$(BIN)/pytest -q -m "not stack and not slow and not reliability" $(PYTEST_ARGS)
 
+# Also the heavy property tests with every example they were written with (make test draws a share:
+# tests/property_depth.py).
+DEEP_PROPERTY_TESTS := tests/test_canonical_json.py tests/test_tokens.py
 test-reliability: venv up
 	$(BIN)/pytest -m reliability tests/reliability $(PYTEST_ARGS)
+	INCIDENT_MEMORY_DEEP_PROPERTIES=1 $(BIN)/pytest -q $(DEEP_PROPERTY_TESTS) $(PYTEST_ARGS)
 
 # Prometheus part only (issue 18, item 3; Loki is AGPL, not used: tests/integration/README.md): build
 # Prometheus v0.316.0 (cached: deploy/local/gobin.py), record fresh answers from it

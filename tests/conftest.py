@@ -14,6 +14,11 @@ The `stack` marker follows from the fixtures: `pytest_collection_modifyitems` ma
 whose fixture closure reaches `stack` (directly or through `pg_dsn`, `topic_names`, a module's own
 fixture...), so `-m "not stack"` (`make test-fast`) can never start Kafka or Postgres. A
 hand-placed `@pytest.mark.stack` is only needed by a test that reaches the stack some other way.
+
+Parallel runs (`pytest -n N`, pytest-xdist; `make test`): every worker reuses the same stack (`up` is
+file-locked and idempotent) and isolates as above. A test marked `serial` restarts a process the
+others share or asserts a wall-clock bound that parallel load would break; under a worker it is
+skipped with that reason, and `make test` runs the serial ones alone after the parallel pass.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from serial_pass import skip_serial_in_workers  # tests/ is on sys.path (this rootdir conftest's dir)
 
 from deploy.local.external import external_stack
 from deploy.local.pipeline import fresh_schema, fresh_topics
@@ -33,10 +39,12 @@ STACK_FIXTURE = "stack"
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark `stack` every test that uses the stack fixture, however indirectly."""
+    """Mark `stack` every test that uses the stack fixture, however indirectly; under an xdist worker,
+    skip every `serial` test (it would share the machine with the other workers' tests)."""
     for item in items:
         if STACK_FIXTURE in getattr(item, "fixturenames", ()) and item.get_closest_marker("stack") is None:
             item.add_marker(pytest.mark.stack)
+    skip_serial_in_workers(config, items)
 
 
 @pytest.fixture(scope="session")

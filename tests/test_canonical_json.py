@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_depth import examples  # tests/ is on sys.path (pytest's rootdir conftest)
 
 from deploy.local.seed import (
     generate_events,
@@ -79,7 +80,11 @@ JSONISH = st.recursive(
 )
 
 
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=examples(deep_run=3000, make_test=600),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(JSONISH)
 def test_equal_to_json_dumps_on_generated_values(value: Any) -> None:
     _same(value)
@@ -95,7 +100,7 @@ def _finite(value: Any) -> bool:
     return True
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(deep_run=1500, make_test=300), deadline=None)
 @given(JSONISH)
 def test_finite_values_may_keep_their_nulls(value: Any) -> None:
     if _finite(value):

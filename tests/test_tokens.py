@@ -7,6 +7,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_depth import examples  # tests/ is on sys.path (pytest's rootdir conftest)
 
 from deploy.local.seed.generators import generate_events, generate_loki, generate_prometheus
 from deploy.local.seed.incident import seed_incident
@@ -62,14 +63,14 @@ TRICKY = [
 
 
 @pytest.mark.slow
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(deep_run=3000, make_test=600), deadline=None)
 @given(st.lists(st.sampled_from(TRICKY), max_size=60))
 def test_count_equals_tiktoken_on_boundary_heavy_text(pieces: list[str]) -> None:
     text = "".join(pieces)
     assert count_tokens(text) == reference(text)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(deep_run=1000, make_test=300), deadline=None)
 @given(st.text(max_size=300))
 def test_count_equals_tiktoken_on_any_text(text: str) -> None:
     assert count_tokens(text) == reference(text)

@@ -26,6 +26,8 @@ from schemas.topics import COMPACTED, DLQ, EVENTS, WAKE
 from .helpers import CLOSED_PORT_BOOTSTRAP, SECRET, TOKEN, WORKSPACE_ENV, dumps, signed_headers
 
 TIMEOUT = 1.0  # the header, body and keep-alive timeouts of the server under test
+# Every case runs against one-second timeouts and several bound the elapsed time: alone, not under -n.
+pytestmark = pytest.mark.serial
 
 
 @dataclass

@@ -60,6 +60,7 @@ def _reply(server: RunningServer, thread_ts: str, n: int) -> httpx.Response:
     return httpx.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body), timeout=30)
 
 
+@pytest.mark.serial  # bounds a remembered thread's answer in wall-clock time: alone, not under -n
 def test_a_lookup_that_hangs_does_not_hold_up_other_requests(
     kafka_bootstrap: str, topic_names: dict[str, str], silent_database: str
 ) -> None:

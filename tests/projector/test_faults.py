@@ -80,13 +80,14 @@ def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
     done_at_kill = sum(stored_offsets(pg_conn, group, topic).values())
     assert 0 < done_at_kill < total, "the kill must land while the projector is still working"
     second = start_projector(batch_size=300)
-    wait_until(lambda: caught_up(pg_conn, group, topic, high), 50, "restarted projector to catch up")
+    wait_until(lambda: caught_up(pg_conn, group, topic, high), 150, "restarted projector to catch up")
     assert_projection(pg_conn, expected_rows(events))
     assert table(pg_conn, "round_staging") == []
     assert len(table(pg_conn, "incident_state")) == 1200
     assert second.stop() == 0  # SIGTERM: a clean exit, after the batch in hand
 
 
+@pytest.mark.serial  # its join races the first projector's progress: failed under -n 4 on a loaded machine
 def test_a_second_projector_joining_mid_stream_takes_partitions_without_loss_or_duplicate(
     start_projector: Callable[..., Proc],
     stack: Settings,
@@ -157,6 +158,7 @@ def test_duplicates_and_a_round_that_never_commits(
 
 
 @pytest.mark.reliability
+@pytest.mark.serial  # restarts the Postgres every other test shares
 @local_stack_only("restarts the local stack's PostgreSQL (pg_ctl)")
 def test_postgres_restart_under_the_projector_loses_nothing(
     start_projector: Callable[..., Proc],

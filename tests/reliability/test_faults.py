@@ -48,6 +48,7 @@ def test_kill_9_mid_stream_then_restart(pipeline: Pipeline, victim: str, record:
     assert_compacts_identical(pipeline, events)
 
 
+@pytest.mark.serial  # restarts the Postgres every other test shares
 @local_stack_only("restarts the local stack's PostgreSQL (pg_ctl)")
 def test_postgres_restart_mid_stream(pipeline: Pipeline, record: dict[str, object]) -> None:
     events = raw_threads(150, prefix="1713")
