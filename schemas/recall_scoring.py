@@ -136,7 +136,9 @@ def error_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
     if not (q.error_patterns and c.patterns):
         return 0.0
     weigh = rarity.idf
-    return sum(weigh(k) for k in q.error_patterns & c.error_patterns) / sum(weigh(k) for k in q.error_patterns)
+    return sum(weigh(k) for k in q.error_patterns & c.error_patterns) / sum(
+        weigh(k) for k in q.error_patterns
+    )
 
 
 def shares_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
