@@ -71,6 +71,19 @@ def test_the_seed_alert_gets_logs_series_and_events_in_its_window() -> None:
     ]
 
 
+def test_an_unplanned_alert_gets_its_containers_request_rates_only_when_it_names_a_container() -> None:
+    book = load_playbooks({})
+    labels = {"alertname": "IngestWebhooksUnauthorized", "namespace": "im", "container": "ingest"}
+    playbook = choose(book, "IngestWebhooksUnauthorized", labels)
+    assert playbook is not None and playbook.name == "fallback"
+    plan = plan_calls(playbook, labels, WINDOW, OFFERED)
+    assert [tool for tool, _ in plan.calls] == ["query_loki", "query_prometheus", "get_pod_events"]
+    assert plan.calls[1][1]["query"] == 'rate({__name__=~".+_requests_total",namespace="im",container="ingest"}[5m])'
+    without = plan_calls(playbook, {"namespace": "im"}, WINDOW, OFFERED)
+    assert [tool for tool, _ in without.calls] == ["query_loki", "get_pod_events"]
+    assert without.skipped == ["query_prometheus: the alert has no label 'container'"]
+
+
 def test_a_missing_label_or_tool_skips_the_call_and_says_why() -> None:
     book = load_playbooks({})
     playbook = choose(book, "KubePodCrashLooping", {"alertname": "KubePodCrashLooping", "namespace": "shop"})
