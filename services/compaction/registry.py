@@ -28,7 +28,7 @@ from services.compaction.config import (
     load_config,
 )
 from services.compaction.fit import Fitted, FormCosts, fit, form_cost, render
-from services.compaction.model import BudgetExceeded, Item, RawFormatError
+from services.compaction.model import BudgetExceeded, Draft, Item, RawFormatError
 from services.compaction.selector import Candidate, LocalDeterministicSelector, Selector
 from services.compaction.tool_error import failure_digest, tool_failure
 
@@ -102,6 +102,46 @@ def _best(fits: list[Fitted | None], pinned: list[int]) -> _Pick | None:
         if fitted is not None and (best is None or fitted.shown > best.fitted.shown):
             best = _Pick(fitted, index)
     return best
+
+
+def _ask(
+    draft: Draft,
+    variants: list[list[Item]],
+    limit: int,
+    cache: FormCosts,
+    selector: Selector | None,
+    context: dict[str, Any],
+) -> Selection:
+    """Ask the selector which unpinned items to keep, within the room the tersest pinned variant leaves."""
+    roomiest = fit(draft, variants[-1], limit, cache=cache, upgrade=False)
+    room = limit - (roomiest.tokens if roomiest is not None else limit)
+    chooser = selector if selector is not None else LocalDeterministicSelector()
+    return chooser.select(_candidates(draft.items, cache), max(room, 0), context)
+
+
+def _fit_selection(
+    draft: Draft,
+    variants: list[list[Item]],
+    optional: list[Item],
+    sel: Selection,
+    limit: int,
+    cache: FormCosts,
+) -> tuple[_Pick | None, tuple[str, ...]]:
+    """The best fit of the pinned items then the selection's, in its order; and the ids it named that
+    no item has (ignored, logged)."""
+    known = {it.id for it in draft.items} | {it.id for v in variants for it in v}
+    ignored = tuple(i for i in sel.ids if i not in known)
+    if ignored:
+        log.warning("selector %s returned unknown ids, ignored: %s", sel.model, list(ignored[:10]))
+    by_id = {it.id: it for it in optional}
+    chosen = [by_id[i] for i in dict.fromkeys(sel.ids) if i in by_id]
+    rest = [it for it in optional if it.id not in {c.id for c in chosen}]
+    # What the selection leaves out is counted, never shown: at most its ids are kept.
+    picked = _best(
+        [fit(draft, [*v, *chosen, *rest], limit, most=len(v) + len(chosen), cache=cache) for v in variants],
+        [len(v) for v in variants],
+    )
+    return picked, ignored
 
 
 def compact_tool_result(
@@ -192,28 +232,12 @@ def compact_tool_result(
         ):
             return done(plain.fitted, None)
         if optional:
-            roomiest = fit(draft, variants[-1], limit, cache=cache, upgrade=False)
-            room = limit - (roomiest.tokens if roomiest is not None else limit)
-            if recorded_selection is not None:
-                sel = recorded_selection
-            else:
-                chooser = selector if selector is not None else LocalDeterministicSelector()
-                sel = chooser.select(_candidates(items, cache), max(room, 0), context)
-            known = {it.id for it in items} | {it.id for v in variants for it in v}
-            ignored = tuple(i for i in sel.ids if i not in known)
-            if ignored:
-                log.warning("selector %s returned unknown ids, ignored: %s", sel.model, list(ignored[:10]))
-            by_id = {it.id: it for it in optional}
-            chosen = [by_id[i] for i in dict.fromkeys(sel.ids) if i in by_id]
-            rest = [it for it in optional if it.id not in {c.id for c in chosen}]
-            # What the selection leaves out is counted, never shown: at most its ids are kept.
-            picked = _best(
-                [
-                    fit(draft, [*v, *chosen, *rest], limit, most=len(v) + len(chosen), cache=cache)
-                    for v in variants
-                ],
-                sizes,
+            sel = (
+                recorded_selection
+                if recorded_selection is not None
+                else _ask(draft, variants, limit, cache, selector, context)
             )
+            picked, ignored = _fit_selection(draft, variants, optional, sel, limit, cache)
             if picked is not None:
                 return done(picked.fitted, sel, ignored)
         elif plain is not None:

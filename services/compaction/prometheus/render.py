@@ -149,12 +149,8 @@ def _labels_text(name: str, labels: Mapping[str, str], keys: Sequence[str], limi
     return _clip(name, _NAME_CHARS) + "{" + _clip(inner, limit) + "}"
 
 
-def _series_forms(s: _Series, c: _Ctx, head_full: str, head_id: str, head_vary: str) -> tuple[str, ...]:
-    """Up to eight resolutions of one series line, richest first."""
-    pts = s.points
-    if not pts:
-        return tuple(dict.fromkeys(f"{h}: no samples" for h in (head_full, head_vary, head_id)))
-    last = len(pts) - 1
+def _notes(pts: Sequence[Point], c: _Ctx) -> tuple[list[str], str, str]:
+    """What a series' line notes beside its values: (every note, where it started, its longest gap)."""
     notes = []
     if len(pts) != c.usual:
         notes.append(f"{len(pts)} pts")
@@ -171,6 +167,16 @@ def _series_forms(s: _Series, c: _Ctx, head_full: str, head_id: str, head_vary: 
     bad = _nonfinite(pts)
     if bad:
         notes.append(bad)
+    return notes, started, gap
+
+
+def _series_forms(s: _Series, c: _Ctx, head_full: str, head_id: str, head_vary: str) -> tuple[str, ...]:
+    """Up to eight resolutions of one series line, richest first."""
+    pts = s.points
+    if not pts:
+        return tuple(dict.fromkeys(f"{h}: no samples" for h in (head_full, head_vary, head_id)))
+    last = len(pts) - 1
+    notes, started, gap = _notes(pts, c)
     note = f" ({', '.join(notes)})" if notes else ""
 
     def note_beside(shown: Sequence[int]) -> str:
