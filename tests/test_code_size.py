@@ -16,8 +16,6 @@ MAX_MODULE_LINES = 600
 KNOWN_LONG: dict[str, int] = {
     "services/agent/graph.py build_graph": 358,
     "services/agent/round.py run_round": 113,
-    "services/compaction/prometheus/render.py _series_forms": 100,
-    "services/compaction/registry.py compact_tool_result": 121,
     "services/compactor/worker.py build_app": 153,
     "services/ingest/main.py add_arguments": 103,
     "services/projector/plan_copy.py apply": 122,

@@ -144,6 +144,54 @@ def _fit_selection(
     return picked, ignored
 
 
+Fit = tuple[Fitted | tuple[dict[str, Any], int], Selection | None, tuple[str, ...]]
+
+
+def _fit_draft(
+    draft: Draft,
+    tool: str,
+    limit: int,
+    selector: Selector | None,
+    recorded_selection: Selection | None,
+    context: dict[str, Any],
+) -> Fit:
+    """Steps 1-4 of `compact_tool_result` on a draft: (the fit or (compact, tokens), selection, ignored ids)."""
+    items = draft.items
+    pinned = [it for it in items if it.pinned]
+    optional = [it for it in items if not it.pinned]
+    if draft.headers:
+        richest = render(draft.headers[0], draft.section, [it.forms[0] for it in items], None)
+        richest_tokens = count_value_tokens(richest)
+        if richest_tokens <= limit:
+            return ((richest, richest_tokens), None, ())
+        cache: FormCosts = {}
+        variants = [pinned, *(list(v) for v in draft.coarser)]
+        sizes = [len(v) for v in variants]
+        plain = _best([fit(draft, [*v, *optional], limit, cache=cache) for v in variants], sizes)
+        if plain is not None and (
+            not optional or plain.fitted.kept == len(variants[plain.variant]) + len(optional)
+        ):
+            return (plain.fitted, None, ())
+        if optional:
+            sel = (
+                recorded_selection
+                if recorded_selection is not None
+                else _ask(draft, variants, limit, cache, selector, context)
+            )
+            picked, ignored = _fit_selection(draft, variants, optional, sel, limit, cache)
+            if picked is not None:
+                return (picked.fitted, sel, ignored)
+        elif plain is not None:
+            return (plain.fitted, None, ())
+    if draft.fallback is not None:
+        last = draft.fallback(limit)
+        last_tokens = count_value_tokens(last)
+        if last_tokens <= limit:
+            return ((last, last_tokens), None, ())
+        raise BudgetExceeded(tool, last_tokens, limit)
+    raise BudgetExceeded(tool, count_value_tokens(render(draft.headers[-1], draft.section, [], None)), limit)
+
+
 def compact_tool_result(
     tool: str,
     raw: Any,
@@ -215,40 +263,7 @@ def compact_tool_result(
     # The digest is drawn from the raw redacted (invariant 13): markers keep each line's shape, so lines
     # that differ only in a secret group into one pattern, and the fit below counts the markers' tokens.
     draft = config.compactors[name](redact_value(raw), context, evidence_id)
-    items = draft.items
-    pinned = [it for it in items if it.pinned]
-    optional = [it for it in items if not it.pinned]
-    if draft.headers:
-        richest = render(draft.headers[0], draft.section, [it.forms[0] for it in items], None)
-        richest_tokens = count_value_tokens(richest)
-        if richest_tokens <= limit:
-            return done((richest, richest_tokens), None)
-        cache: FormCosts = {}
-        variants = [pinned, *(list(v) for v in draft.coarser)]
-        sizes = [len(v) for v in variants]
-        plain = _best([fit(draft, [*v, *optional], limit, cache=cache) for v in variants], sizes)
-        if plain is not None and (
-            not optional or plain.fitted.kept == len(variants[plain.variant]) + len(optional)
-        ):
-            return done(plain.fitted, None)
-        if optional:
-            sel = (
-                recorded_selection
-                if recorded_selection is not None
-                else _ask(draft, variants, limit, cache, selector, context)
-            )
-            picked, ignored = _fit_selection(draft, variants, optional, sel, limit, cache)
-            if picked is not None:
-                return done(picked.fitted, sel, ignored)
-        elif plain is not None:
-            return done(plain.fitted, None)
-    if draft.fallback is not None:
-        last = draft.fallback(limit)
-        last_tokens = count_value_tokens(last)
-        if last_tokens <= limit:
-            return done((last, last_tokens), None)
-        raise BudgetExceeded(tool, last_tokens, limit)
-    raise BudgetExceeded(tool, count_value_tokens(render(draft.headers[-1], draft.section, [], None)), limit)
+    return done(*_fit_draft(draft, tool, limit, selector, recorded_selection, context))
 
 
 __all__ = [

@@ -170,6 +170,14 @@ def _notes(pts: Sequence[Point], c: _Ctx) -> tuple[list[str], str, str]:
     return notes, started, gap
 
 
+def _flat_forms(s: _Series, c: _Ctx, end: str, note: str, heads: tuple[str, str, str]) -> tuple[str, ...]:
+    """The forms of a series with one finite sample, or that never moved: one line, said once per head."""
+    pts, i = s.points, s.finite[-1]
+    only = f"1 sample {_value(pts[i], s.as_bytes)} at {c.times.at(pts[i])}" if len(s.finite) == 1 else None
+    flat = only or f"flat at {pts[i][1]}{' until' + end if end and i == len(pts) - 1 else ''}"
+    return tuple(dict.fromkeys(f"{h}: {flat}{note}" for h in heads))
+
+
 def _series_forms(s: _Series, c: _Ctx, head_full: str, head_id: str, head_vary: str) -> tuple[str, ...]:
     """Up to eight resolutions of one series line, richest first."""
     pts = s.points
@@ -198,12 +206,7 @@ def _series_forms(s: _Series, c: _Ctx, head_full: str, head_id: str, head_vary: 
         )
 
     if len(s.finite) == 1 or s.span == 0:
-        i = s.finite[-1]
-        only = (
-            f"1 sample {_value(pts[i], s.as_bytes)} at {c.times.at(pts[i])}" if len(s.finite) == 1 else None
-        )
-        flat = only or f"flat at {pts[i][1]}{' until' + end if end and i == last else ''}"
-        return tuple(dict.fromkeys(f"{h}: {flat}{note}" for h in (head_full, head_vary, head_id)))
+        return _flat_forms(s, c, end, note, (head_full, head_vary, head_id))
     segs = _segments(s)
     lo, hi = s.lo, s.hi
 
