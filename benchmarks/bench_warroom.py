@@ -26,15 +26,15 @@ from psycopg.types.json import Jsonb
 from deploy.local.warroom import WarRoom, as_rows, generate
 from schemas.migrate import apply_migrations
 from schemas.tokens import count_tokens, render_for_model
-from services.agent import prompts
 from services.agent.config import AgentConfig, McpServer, default_cli
-from services.agent.context import LoadedContext, load_context, message_tokens, to_messages
-from services.agent.discussion import plan_discussion
 from services.agent.mcp_client import McpToolbox
-from services.agent.preamble import Trigger, render_preamble
 from services.agent.round import discussion_policy
-from services.telemetry_mcp.thread_search import ThreadSearch
+from services.context_render import prompts
+from services.context_render.context import LoadedContext, load_context, message_tokens, to_messages
+from services.context_render.discussion import plan_discussion
+from services.context_render.preamble import Trigger, render_preamble
 from services.runtime.kafka_client import KafkaClient
+from services.telemetry_mcp.thread_search import ThreadSearch
 
 SCHEMA = "bench_warroom"
 SHAPES: list[dict[str, Any]] = [

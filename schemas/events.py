@@ -292,7 +292,7 @@ class ReRendered(EventBase):
     target_id: str
     compact: Any
     tokens: int = Field(ge=0)
-    # headline/one_line: an old round's row; clipped/folded: a turn of a long discussion (agent/discussion.py)
+    # headline/one_line: an old round's row; clipped/folded: a turn of a long discussion (context_render/discussion.py)
     policy: Literal["headline", "one_line", "clipped", "folded"]
 
 

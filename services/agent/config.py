@@ -86,11 +86,11 @@ class AgentConfig:
     context_budget: int = 1200
     # The hard limit on one model call's whole input (preamble, messages, tool schemas), in tokens:
     # `input_budgets` per model name, `input_budget` for any other. Going over raises
-    # InputBudgetExceeded before the call (services/agent/input_budget.py; docs/context-budget.md).
+    # InputBudgetExceeded before the call (services/context_render/input_budget.py; docs/context-budget.md).
     input_budget: int = 8000
     input_budgets: Mapping[str, int] = field(default_factory=dict)
     # Of the input budget, the share for the alert and the humans' turns as the model is sent them
-    # (services/agent/discussion.py), and of that share the part for the most recent messages, whole.
+    # (services/context_render/discussion.py), and of that share the part for the most recent messages, whole.
     discussion_share: float = 0.45
     recent_share: float = 0.4
     # A single human turn or alert annotation above this many tokens shows head and tail, with a pointer.

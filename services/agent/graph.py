@@ -32,20 +32,21 @@ from schemas.events import (
 )
 from schemas.ids import message_id, tool_call_id
 from schemas.tokens import count_tokens, render_for_model
-from services.agent import metrics, outcomes, prompts
+from services.agent import metrics, outcomes
 from services.agent.answers import HypothesisAnswer, JudgeAnswer
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
-from services.agent.context import LoadedContext, message_tokens, to_messages, tool_body
-from services.runtime.emitter import EventEmitter
-from services.agent.input_budget import check_input
 from services.agent.judge_input import judge_message
 from services.agent.mcp_client import McpToolbox
 from services.agent.playbooks import PlaybookPlan
-from services.agent.preamble import evidence_in_hand, outside_window, pinned_window
 from services.agent.structured import Failed, ask_structured
 from services.agent.toolpath import ToolPath
 from services.boundary.framing import framed_within
 from services.boundary.redact import redact_text
+from services.context_render import prompts
+from services.context_render.context import LoadedContext, message_tokens, to_messages, tool_body
+from services.context_render.input_budget import check_input, model_input_tokens, tool_schema_tokens
+from services.context_render.preamble import evidence_in_hand, outside_window, pinned_window
+from services.runtime.emitter import EventEmitter
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.graph")
@@ -495,16 +496,6 @@ def calls_with_room(
             break
         kept.append(call)
     return kept, [c.name for c in calls[len(kept) :]]
-
-
-def tool_schema_tokens(tools: list[dict[str, Any]]) -> int:
-    """Tokens of the tool schemas sent beside a call (cl100k_base over their compact JSON)."""
-    return count_tokens(render_for_model(tools)) if tools else 0
-
-
-def model_input_tokens(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> int:
-    """Everything one model call is sent: the messages (preamble included) and the tool schemas."""
-    return message_tokens(messages) + tool_schema_tokens(tools)
 
 
 def evidence_index(deps: RoundDeps, turn: list[BaseMessage]) -> dict[str, dict[str, Any]]:

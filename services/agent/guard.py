@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
-from services.agent.context import LoadedContext
 from services.agent.mcp_client import McpToolbox
-from services.agent.preamble import pinned_window
 from services.boundary.scope import Checked, ScopePolicy, check_call
+from services.context_render.context import LoadedContext
+from services.context_render.preamble import pinned_window
 
 
 def latest_mention_ts(ctx: LoadedContext) -> str | None:

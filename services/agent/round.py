@@ -23,9 +23,6 @@ from schemas.events import Wake
 from schemas.tokens import count_tokens
 from services.agent import metrics
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
-from services.agent.context import LoadedContext, load_context, row_digest
-from services.agent.discussion import DiscussionPolicy, plan_discussion
-from services.runtime.emitter import EventEmitter
 from services.agent.graph import RoundDeps, build_graph
 from services.agent.guard import guard_for
 from services.agent.mcp_client import McpToolbox, ToolCallError
@@ -37,10 +34,13 @@ from services.agent.playbooks import (
     offered_params,
     plan_calls,
 )
-from services.agent.preamble import Trigger, pinned_window, render_preamble
-from services.agent.rerender import Plan, plan_rerenders
 from services.agent.toolpath import ProjectionTimeout, ToolPath
 from services.boundary.redact import redact_value
+from services.context_render.context import LoadedContext, load_context, row_digest
+from services.context_render.discussion import DiscussionPolicy, plan_discussion
+from services.context_render.preamble import Trigger, pinned_window, render_preamble
+from services.context_render.rerender import Plan, plan_rerenders
+from services.runtime.emitter import EventEmitter
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.round")

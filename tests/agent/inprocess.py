@@ -21,16 +21,21 @@ from schemas.events import EventBase, ToolResult, Wake
 from schemas.ids import canonical_args_hash
 from schemas.row_description import describe
 from services.agent.config import AgentConfig, McpServer, default_cli
-from services.agent.context import ContextRow, IncidentState, LoadedContext, repair_dangling_tool_calls
 from services.agent.graph import RoundDeps, build_graph
 from services.agent.guard import guard_for
 from services.agent.mcp_client import McpToolbox
-from services.agent.preamble import Trigger, render_preamble
 from services.agent.round import alert_context, plan_round, playbook_plan
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.agent.toolpath import CachedDigest, ToolPath
 from services.compaction.selector import default_selector
 from services.compactor.stream import compact_event
+from services.context_render.context import (
+    ContextRow,
+    IncidentState,
+    LoadedContext,
+    repair_dangling_tool_calls,
+)
+from services.context_render.preamble import Trigger, render_preamble
 from services.projector.mapping import (
     CacheDigest,
     CommitRound,

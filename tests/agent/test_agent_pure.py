@@ -8,19 +8,20 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from schemas.tokens import count_tokens, count_value_tokens, render_for_model
-from services.agent import prompts
-from services.agent.context import (
+from services.agent.graph import terse_grades
+from services.agent.judge_input import judge_message
+from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
+from services.context_render import prompts
+from services.context_render.context import (
     ContextRow,
     IncidentState,
     LoadedContext,
     message_tokens,
     repair_dangling_tool_calls,
 )
-from services.agent.graph import model_input_tokens, terse_grades
-from services.agent.judge_input import judge_message
-from services.agent.preamble import Trigger, render_preamble
-from services.agent.rerender import plan_rerenders
-from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
+from services.context_render.input_budget import model_input_tokens
+from services.context_render.preamble import Trigger, render_preamble
+from services.context_render.rerender import plan_rerenders
 
 T = "1773458070.000100"
 NOW = datetime(2026, 3, 14, 4, 30, tzinfo=UTC)

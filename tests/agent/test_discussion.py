@@ -18,8 +18,8 @@ from deploy.local.warroom import WarRoom, as_rows, generate
 from schemas.events import AlertReceived
 from schemas.tokens import count_tokens, count_value_tokens
 from services.boundary.clip import clip_text
-from services.agent.context import ContextRow, folded, message_tokens, to_messages
-from services.agent.discussion import DiscussionPolicy, plan_discussion, salience, terms
+from services.context_render.context import ContextRow, folded, message_tokens, to_messages
+from services.context_render.discussion import DiscussionPolicy, plan_discussion, salience, terms
 
 from .seedplay import alert_events, human_events
 

@@ -11,7 +11,7 @@ import pytest
 from schemas.events import ToolCall
 from services.agent.config import build_config
 from services.agent.graph import calls_with_room
-from services.agent.input_budget import InputBudgetExceeded, check_input
+from services.context_render.input_budget import InputBudgetExceeded, check_input
 from services.runtime.errors import UserFacingError
 from services.runtime.kafka_client import KafkaClient
 

@@ -9,7 +9,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from schemas.tokens import count_value_tokens
-from services.agent.context import load_context, to_messages
+from services.context_render.context import load_context, to_messages
 
 T = "1773458070.000100"
 T0 = datetime(2026, 3, 14, 3, 14, 30, tzinfo=UTC)

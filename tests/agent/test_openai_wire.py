@@ -34,9 +34,7 @@ from deploy.local.pipeline import Proc
 from deploy.local.seed import seed_incident
 from schemas.events import Selection
 from schemas.tokens import count_tokens
-from services.agent import prompts
 from services.agent.config import EVIDENCE_TOOL, ModelConfig
-from services.agent.context import ContextRow, repair_dangling_tool_calls, to_messages
 from services.agent.judge_input import PREFIX as JUDGE_PREFIX
 from services.agent.judge_input import read_judge_input
 from services.agent.mcp_client import McpToolbox
@@ -47,6 +45,8 @@ from services.compaction.registry import budget_for, compact_tool_result
 from services.compaction.selector import Candidate, LocalDeterministicSelector
 from services.compactor.stream import compact_event
 from services.compactor.stream_selector import load_selector
+from services.context_render import prompts
+from services.context_render.context import ContextRow, repair_dangling_tool_calls, to_messages
 from services.projector.mapping import Row
 
 from . import inprocess

@@ -14,8 +14,8 @@ import pytest
 
 from schemas.tokens import count_tokens, render_for_model
 from services.agent.config import EVIDENCE_TOOL
-from services.agent.context import message_tokens
 from services.agent.mcp_client import McpToolbox
+from services.context_render.context import message_tokens
 
 from .inprocess import Seeded, telemetry_server
 from .seedplay import alert_events, alert_wake, human_events, mention_wake
@@ -60,9 +60,9 @@ def test_the_recorded_input_is_the_messages_plus_the_schemas(seeded: tuple[Seede
 
     from langchain_core.messages import SystemMessage
 
-    from services.agent import prompts
-    from services.agent.context import to_messages
-    from services.agent.preamble import Trigger, render_preamble
+    from services.context_render import prompts
+    from services.context_render.context import to_messages
+    from services.context_render.preamble import Trigger, render_preamble
 
     thread, schemas = seeded
     ctx = thread.projection.context(mention_wake().thread_ts)

@@ -6,9 +6,9 @@ import json
 from datetime import UTC, datetime
 
 from schemas.events import AiMessage, JudgeVerdict, ThreadPost
-from services.agent.context import ContextRow, row_to_message
-from services.voice.blocks import post_blocks
+from services.context_render.context import ContextRow, row_to_message
 from services.projector.mapping import StageRow, map_event
+from services.voice.blocks import post_blocks
 
 T = "1773458070.545498"
 NOW = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from langchain_core.messages import ToolMessage
 
-from services.agent.context import ContextRow, to_messages
-from services.agent.preamble import Trigger, render_preamble
 from services.boundary.framing import PREAMBLE_RULE, frame, framed_within, unframe
+from services.context_render.context import ContextRow, to_messages
+from services.context_render.preamble import Trigger, render_preamble
 
 T = "C0INC-1773458070.000100"
 
@@ -53,7 +53,7 @@ def test_every_untrusted_row_reaches_the_model_framed_with_its_source() -> None:
 def test_the_preamble_says_framed_content_is_data() -> None:
     from datetime import UTC, datetime
 
-    from services.agent.context import LoadedContext
+    from services.context_render.context import LoadedContext
 
     text = render_preamble(LoadedContext(T, (), None), 1, Trigger("alert", "x"), datetime.now(UTC))
     assert PREAMBLE_RULE in text

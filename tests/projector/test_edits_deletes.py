@@ -17,8 +17,8 @@ from confluent_kafka import Producer
 
 from schemas.events import EventBase, HumanMessage
 from schemas.ids import message_id
-from services.agent.context import load_context
 from services.compactor.turns import with_turn_compact
+from services.context_render.context import load_context
 from services.ingest.slack_events import Callback, map_payload
 from services.projector.projector import Projector, ProjectorConfig
 from services.runtime.kafka import producer_config

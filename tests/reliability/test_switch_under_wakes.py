@@ -31,7 +31,7 @@ from psycopg import sql
 from deploy.local.pipeline import Proc
 from schemas.events import HumanMessage, Wake
 from schemas.ids import message_id
-from services.agent.context import row_digest
+from services.context_render.context import row_digest
 
 from .harness import Pipeline, wait_until
 

@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from schemas.tokens import render_for_model
-from services.agent.context import ContextRow, LoadedContext
 from services.boundary.framing import PREAMBLE_RULE
+from services.context_render.context import ContextRow, LoadedContext
 
 
 @dataclass(frozen=True)

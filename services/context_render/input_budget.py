@@ -9,6 +9,14 @@ round fails with an error that says by how much.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from schemas.tokens import count_tokens, render_for_model
+from services.context_render.context import message_tokens
+
 
 class InputBudgetExceeded(RuntimeError):
     """A model call's whole input is over the model's configured input budget."""
@@ -28,3 +36,13 @@ def check_input(node: str, model: str, tokens: int, budget: int) -> None:
     """Raise InputBudgetExceeded when `tokens` (the whole input) is over `budget`."""
     if tokens > budget:
         raise InputBudgetExceeded(node, model, tokens, budget)
+
+
+def tool_schema_tokens(tools: Sequence[dict[str, Any]]) -> int:
+    """Tokens of the tool schemas sent beside a call (cl100k_base over their compact JSON)."""
+    return count_tokens(render_for_model(list(tools))) if tools else 0
+
+
+def model_input_tokens(messages: Sequence[BaseMessage], tools: Sequence[dict[str, Any]]) -> int:
+    """Everything one model call is sent: the messages (preamble included) and the tool schemas."""
+    return message_tokens(messages) + tool_schema_tokens(tools)

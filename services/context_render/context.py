@@ -243,7 +243,7 @@ def re_rendered_text(row: ContextRow, v: dict[str, Any]) -> str:
 
 
 def folded(row: ContextRow) -> bool:
-    """A human turn the discussion policy left out of the context (services/agent/discussion.py)."""
+    """A human turn the discussion policy left out of the context (services/context_render/discussion.py)."""
     return isinstance(row.value, dict) and row.value.get("re_rendered") == "folded"
 
 

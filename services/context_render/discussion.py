@@ -31,7 +31,7 @@ from schemas.events import ReRendered
 from schemas.ids import message_id
 from schemas.tokens import count_tokens, count_value_tokens, render_for_model
 from services.boundary.clip import clip_text, within
-from services.agent.context import ContextRow, alert_group, alert_text, folded, row_to_message
+from services.context_render.context import ContextRow, alert_group, alert_text, folded, row_to_message
 
 FOLD_LINE_TOKENS = 40  # the most one counted line of folded turns costs
 _TERM = re.compile(r"v?\d+(?:[.:]\d+)+|\d{2,}|[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+")

@@ -16,9 +16,9 @@ from typing import Any, Literal
 from schemas.events import ReRendered
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
-from services.agent.context import ContextRow
-from services.agent.facts import salient_facts, summary_of
-from services.agent.preamble import outside_window
+from services.context_render.context import ContextRow
+from services.context_render.facts import salient_facts, summary_of
+from services.context_render.preamble import outside_window
 
 Policy = Literal["headline", "one_line"]
 
