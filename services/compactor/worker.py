@@ -56,8 +56,8 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
         # refuses a record: its own limit only has to be at least that.
         producer_max_request_size=max(config.max_output_bytes, 1_048_576),
         # Outputs are kilobytes each: faust's 16 KiB batches carried two or three per partition, so each
-        # produce request carried few records (py-spy: 9% of a busy worker's samples in the request's
-        # socket write, 3% with bigger batches). Never above the output topic's limit.
+        # produce request carried few records (a busy worker's time went to the requests' socket writes;
+        # benchmarks/bench_compactor_stream.py measures the rate). Never above the output topic's limit.
         producer_max_batch_size=min(config.producer_batch_bytes, config.max_output_bytes),
         web_enabled=config.web_port is not None,
         web_port=config.web_port or 6066,
