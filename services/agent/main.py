@@ -28,13 +28,13 @@ from schemas import topics
 from schemas.events import EventDecodeError, Wake, parse_event
 from services.agent import metrics
 from services.agent.config import TELEMETRY_ENV, AgentConfig, build_config, load_file
-from services.runtime.emitter import EventEmitter, dead_letter_sender
 from services.agent.mcp_client import McpToolbox
 from services.agent.offsets import OffsetTracker
 from services.agent.playbooks import load_playbooks
 from services.agent.round import Models, RoundResult, TriggerNotProjected, run_round
 from services.agent.toolpath import ProjectionTimeout
 from services.runtime.checks import check_kafka, check_kafka_access
+from services.runtime.emitter import EventEmitter, dead_letter_sender
 from services.runtime.health import Heartbeat, serve_metrics_and_health
 from services.runtime.kafka import consumer_config, dead_letter
 from services.runtime.logs import about, configure_logging

@@ -20,9 +20,9 @@ from schemas.ids import canonical_args_hash
 from schemas.tools import tool_error_raw
 from services.agent import metrics
 from services.agent.config import AgentConfig
-from services.runtime.emitter import EventEmitter
 from services.agent.guard import ToolGuard
 from services.agent.mcp_client import McpToolbox, ToolCallError
+from services.runtime.emitter import EventEmitter
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.tools")

@@ -26,8 +26,8 @@ from deploy.local.openai_standin import MODEL, OpenAIStandin, running
 from deploy.local.pipeline import Pipeline, command
 from deploy.local.seed import seed_incident
 from deploy.local.seed.incident import WINDOW_END, WINDOW_START
-from services.telemetry_mcp.client import session, text_of
 from services.boundary.timearg import parse_time_ns
+from services.telemetry_mcp.client import session, text_of
 
 from .seedplay import alert_events, alert_wake, produce
 from .test_seed_thread import _pipeline, _rows

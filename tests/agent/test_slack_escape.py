@@ -14,9 +14,9 @@ import anyio
 
 from deploy.local.slack_standin import running
 from schemas.events import ThreadPost
+from services.boundary.slack_escape import escape, link
 from services.voice.blocks import post_blocks
 from services.voice.slack_api import SlackWeb, client
-from services.boundary.slack_escape import escape, link
 
 HOSTILE = (
     "Root cause found <!channel> <!here> ask <@U0ADMIN> or <#C0SECRET>; "

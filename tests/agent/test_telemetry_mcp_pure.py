@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from deploy.local.seed import SeedIncident, seed_incident
+from services.runtime.errors import UserFacingError
 from services.telemetry_mcp import config as config_mod
 from services.telemetry_mcp import recorded, wire
 from services.telemetry_mcp.selectors import parse_log_query, promql_selectors, series_selected
@@ -18,7 +19,6 @@ from services.telemetry_mcp.timeparse import (
     parse_duration_ns,
     parse_time_ns,
 )
-from services.runtime.errors import UserFacingError
 
 START, END = "2026-03-14T03:00:00Z", "2026-03-14T03:15:00Z"
 T0_NS = 1_773_457_200 * 10**9  # 2026-03-14T03:00:00Z

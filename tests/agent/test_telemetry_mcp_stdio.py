@@ -20,10 +20,10 @@ from mcp import ClientSession
 from deploy.local.pipeline import Proc
 from deploy.local.ports import free_port
 from deploy.local.seed import seed_incident
+from services.runtime.settings import REPO_ROOT
 from services.telemetry_mcp.client import raw_of, session, text_of
 from services.telemetry_mcp.recorded import trace_ids
 from services.telemetry_mcp.server import TOOL_NAMES
-from services.runtime.settings import REPO_ROOT
 
 START, END = "2026-03-14T03:00:00Z", "2026-03-14T03:15:00Z"
 POD = "checkout-api-7d9f8b6c5-x2k4q"

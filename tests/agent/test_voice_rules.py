@@ -13,10 +13,10 @@ import pytest
 
 from schemas.events import AlertReceived, EventBase, RoundCommitted, SlackPostRecorded, ThreadPost
 from schemas.ids import message_id, thread_key
+from services.runtime.errors import UserFacingError
 from services.voice.blocks import METADATA_EVENT_TYPE, post_blocks
 from services.voice.poster import Voice
 from services.voice.routing import parse_routes, route
-from services.runtime.errors import UserFacingError
 
 AT = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)
 K = "1773458070.545498"  # an alert's incident key: no channel
