@@ -231,6 +231,18 @@ class CompactedToolResult(EventBase):
     selection: Selection | None = None
 
 
+class RecalledIncident(BaseModel):
+    """One incident recall found for a thread (schemas/recall.py), as recorded: never recomputed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    thread: str = Field(min_length=1, max_length=64)
+    kind: Literal["concurrent", "historical"]
+    score_milli: int = Field(ge=0)  # the score x1000: events hold no floats (tests/test_schemas.py)
+    reasons: list[str] = Field(default_factory=list)
+    link: str | None = Field(default=None, max_length=200)  # its Slack thread, when known
+
+
 class JudgeVerdict(EventBase):
     """The judge's grading of a hypothesis. A rejection is never compacted (invariant 10)."""
 
@@ -253,6 +265,13 @@ class ThreadPost(EventBase):
     kind: Literal["summary", "questions", "failure"]  # failure: says which node failed and why
     text: str
     model: str
+    # The first post of an alert's thread names the concurrent incidents its recall found (issue 37):
+    # structured, so the poster renders their links itself and escapes their reasons. None: none.
+    concurrent: list[RecalledIncident] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_null_concurrent(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_nulls(handler(self), ("concurrent",))
 
 
 class SlackPostRecorded(EventBase):
@@ -342,6 +361,17 @@ class MessageDeleted(EventBase):
         return {"deleted": True, "user": self.user, "ts": self.ts}
 
 
+class RecallRecorded(EventBase):
+    """What recall found when an alert opened the incident (invariant 14): computed once by the agent and
+    recorded, so loading the context never recomputes it and a replay shows the same. `channel` is the
+    thread's own channel, read from its events, that decided what it may see (None: unknown, so
+    nothing was recalled)."""
+
+    type: Literal["recall_recorded"] = "recall_recorded"
+    channel: str | None
+    hits: list[RecalledIncident] = Field(default_factory=list)
+
+
 ThreadEvent = Annotated[
     AlertReceived
     | IncidentStateChanged
@@ -355,7 +385,8 @@ ThreadEvent = Annotated[
     | RoundCommitted
     | ReRendered
     | Wake
-    | MessageDeleted,
+    | MessageDeleted
+    | RecallRecorded,
     Field(discriminator="type"),
 ]
 
@@ -373,6 +404,7 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     ReRendered,
     Wake,
     MessageDeleted,
+    RecallRecorded,
 )
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(ThreadEvent)

@@ -18,13 +18,14 @@ from typing import Any, Final
 
 import psycopg
 
-from schemas.recall_scoring import RARE_SHARE, Candidate, Hit, Rarity, rank
+from schemas.recall_keys import label_key, reason_key
+from schemas.recall_scoring import Candidate, Hit, Rarity, rank, signature_weight
 
 GROUPS_ENV: Final = "RECALL_CHANNEL_GROUPS"
-CANDIDATES: Final = 120  # from rare patterns; half as many by alert and service, a quarter by reasons
+CANDIDATES: Final = 50  # by shared signatures; half as many by alert and service; as many by time
+PER_KEY: Final = 200  # the newest incidents read per signature before ranking by what they share
 OPEN_AT_MOST: Final = "7 days"  # an incident opened longer ago than this is not looked at as concurrent
-PICK_FLOOR: Final = 50  # incidents a key may be seen in and still pick candidates, whatever the share
-RARE_SIGNATURES: Final = 12  # the query's rarest patterns that pick candidates
+PICKING_KEYS: Final = 12  # the query's rarest patterns (and as many pod reasons) that pick candidates
 
 
 class RecallError(ValueError):
@@ -74,25 +75,39 @@ _COLUMNS = """thread_ts, alertname, service, namespace, cluster, severity, chann
 
 _ONE = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = %s"
 
-# Candidates: sharing one of the query's rarest patterns, or recent ones with its alert and service, or with
-# its pod reasons, or open around the time it opened (concurrent recall is by time first, cause second);
-# each source bounded, all confined to the channels the thread may see.
-_VISIBLE = (
-    "channel = ANY(%(channels)s::text[]) AND (NOT private OR channel = %(own)s) AND thread_ts <> %(thread)s"
+# Candidates, each source bounded and confined to the channels the thread may see, read from recall's
+# inverted index (migration 009) so no source sorts every incident holding a common key:
+# - by signature: the newest PER_KEY incidents holding each of the query's rarest patterns and reasons,
+#   ranked by the summed rarity of what they share, the best CANDIDATES kept;
+# - by label: the newest incidents of the same alert on the same service;
+# - by time: incidents open around the time the query opened (concurrent recall is by time first).
+_VISIBLE_KEY = (
+    "r.channel = c.channel AND (NOT r.private OR r.channel = %(own)s) AND r.thread_ts <> %(thread)s"
 )
 _CANDIDATES = f"""
+WITH c(channel) AS (SELECT unnest(%(channels)s::text[])),
+q(key, w) AS (SELECT * FROM unnest(%(keys)s::text[], %(weights)s::float8[])),
+by_signature AS (
+    SELECT k.thread_ts FROM q CROSS JOIN c CROSS JOIN LATERAL (
+        SELECT r.thread_ts FROM incident_recall_keys r WHERE r.key = q.key AND {_VISIBLE_KEY}
+        ORDER BY r.opened_at DESC LIMIT {PER_KEY}) k
+    GROUP BY k.thread_ts ORDER BY sum(q.w) DESC, k.thread_ts LIMIT {CANDIDATES}
+),
+by_label AS (
+    SELECT k.thread_ts FROM c CROSS JOIN LATERAL (
+        SELECT r.thread_ts FROM incident_recall_keys r WHERE r.key = %(label)s AND {_VISIBLE_KEY}
+        ORDER BY r.opened_at DESC LIMIT {CANDIDATES // 2}) k
+),
+by_time AS (
+    SELECT thread_ts FROM incident_profiles
+    WHERE channel = ANY(%(channels)s::text[]) AND (NOT private OR channel = %(own)s) AND thread_ts <> %(thread)s
+      AND opened_at BETWEEN to_timestamp(%(opened)s) - interval '1 hour' - %(longest)s::interval
+                        AND to_timestamp(%(opened)s) + interval '1 hour'
+      AND (resolved_at IS NULL OR resolved_at >= to_timestamp(%(opened)s) - interval '1 hour')
+    ORDER BY opened_at DESC LIMIT {CANDIDATES}
+)
 SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts IN (
-    (SELECT thread_ts FROM incident_profiles WHERE signatures && %(rare)s::text[] AND {_VISIBLE}
-     ORDER BY opened_at DESC LIMIT {CANDIDATES})
-    UNION (SELECT thread_ts FROM incident_profiles WHERE alertname = %(alertname)s AND service = %(service)s
-           AND {_VISIBLE} ORDER BY opened_at DESC LIMIT {CANDIDATES // 2})
-    UNION (SELECT thread_ts FROM incident_profiles WHERE reason_keys && %(reasons)s::text[] AND {_VISIBLE}
-           ORDER BY opened_at DESC LIMIT {CANDIDATES // 4})
-    UNION (SELECT thread_ts FROM incident_profiles
-           WHERE opened_at BETWEEN to_timestamp(%(opened)s) - interval '1 hour' - %(longest)s::interval
-                               AND to_timestamp(%(opened)s) + interval '1 hour'
-             AND (resolved_at IS NULL OR resolved_at >= to_timestamp(%(opened)s) - interval '1 hour')
-             AND {_VISIBLE} ORDER BY opened_at DESC LIMIT {CANDIDATES})
+    SELECT thread_ts FROM by_signature UNION SELECT thread_ts FROM by_label UNION SELECT thread_ts FROM by_time
 )
 """
 
@@ -139,12 +154,10 @@ def _rarity(conn: psycopg.Connection, q: Candidate) -> Rarity:
     return Rarity(counts.pop("#incidents", 1), counts)
 
 
-def _rare(rarity: Rarity, keys: Iterable[str]) -> list[str]:
-    """The query's keys seen in at most RARE_SHARE of incidents, rarest first: the ones that pick candidates
-    (a common one would pick half the table and say nothing)."""
-    most = max(RARE_SHARE * rarity.total, PICK_FLOOR)  # in a small history every key is worth a look
-    rare = [k for k in keys if rarity.df.get(k, 1) <= most]
-    return sorted(rare, key=lambda k: (-rarity.idf(k), k))[:RARE_SIGNATURES]
+def _picking(rarity: Rarity, keys: Iterable[str]) -> list[str]:
+    """The query's rarest keys, the ones that pick candidates. A common key is not left out (an incident with
+    no logs has only common pod reasons to go on): PER_KEY bounds what it reads, its low weight what it adds."""
+    return sorted(keys, key=lambda k: (-rarity.idf(k), k))[:PICKING_KEYS]
 
 
 def recall(
@@ -156,17 +169,30 @@ def recall(
     now: datetime | None = None,
 ) -> list[Hit]:
     """Concurrent and historical incidents like `thread`, each with its reasons, visible to its channel."""
-    q = load_profile(conn, thread)
+    return recall_for(conn, load_profile(conn, thread), k=k, groups=groups, now=now)
+
+
+def recall_for(
+    conn: psycopg.Connection,
+    q: Candidate,
+    *,
+    k: int = 5,
+    groups: Sequence[frozenset[str]] = (),
+    now: datetime | None = None,
+) -> list[Hit]:
+    """`recall` for a query profile the caller built from the thread's own facts (the agent's recall at an
+    alert's open reads its round's facts too); the channel is the profile's, never a caller's."""
+    thread = q.thread_ts
     channels = visible_channels(q.channel, groups)
     if not channels:
         return []
     rarity = _rarity(conn, q)
-    rare = _rare(rarity, q.patterns)
-    reasons = _rare(rarity, [f"reason:{r}" for r in q.reasons])
+    keys = _picking(rarity, q.patterns) + _picking(rarity, [reason_key(r) for r in q.reasons])
     params: Mapping[str, Any] = {
-        "channels": channels, "own": q.channel, "thread": thread, "rare": rare, "reasons": [r.removeprefix("reason:") for r in reasons],
+        "channels": channels, "own": q.channel, "thread": thread,
+        "keys": keys, "weights": [signature_weight(k, rarity, q.error_patterns) for k in keys],
+        "label": label_key(q.labels.get("alertname"), q.labels.get("service")),
         "opened": q.opened_at, "longest": OPEN_AT_MOST,
-        "alertname": q.labels.get("alertname"), "service": q.labels.get("service"),
     }  # fmt: skip
     found = [candidate_of(r) for r in conn.execute(_CANDIDATES, params).fetchall()]
     allowed = [c for c in found if may_see(q.channel, c.channel, c.private, groups)]

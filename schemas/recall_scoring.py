@@ -11,6 +11,7 @@ Each hit carries its reasons, in words a responder reads.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,11 +20,10 @@ from typing import Final
 WEIGHTS: Final = {"patterns": 0.5, "reasons": 0.15, "shapes": 0.05, "text": 0.1, "labels": 0.2}
 LABEL_WEIGHTS: Final = {"alertname": 0.35, "service": 0.35, "namespace": 0.1, "cluster": 0.1, "severity": 0.1}
 ERROR_FACTOR: Final = 2.0
-# Concurrent recall: the share of the query's cause signature (error patterns and reasons, by
-# rarity) another open incident must hold to be called part of the same outage.
+# Concurrent recall: the share of one incident's comparable cause signature (error patterns and pod
+# reasons, by rarity) the other open incident must hold to be called part of the same outage. One rare
+# shared error is not enough: a look-alike cause shows the same symptom (benchmarks/bench_recall.py).
 CAUSE_SHARE: Final = 0.5
-# ...or one shared error pattern this rare (seen in at most this share of all incidents) suffices.
-RARE_SHARE: Final = 0.1
 
 
 @dataclass(frozen=True)
@@ -60,21 +60,27 @@ class Rarity:
     def __init__(self, total: int, df: Mapping[str, int]) -> None:
         self.total = max(1, total)
         self.df = df
+        self._idf: dict[str, float] = {}  # one query scores every candidate against the same keys
 
     def idf(self, key: str) -> float:
-        return math.log(1.0 + self.total / max(1, self.df.get(key, 1)))
+        found = self._idf.get(key)
+        if found is None:
+            found = self._idf[key] = math.log(1.0 + self.total / max(1, self.df.get(key, 1)))
+        return found
 
 
-def _weight(key: str, rarity: Rarity, errors: frozenset[str]) -> float:
+def signature_weight(key: str, rarity: Rarity, errors: frozenset[str]) -> float:
+    """What sharing `key` says: its rarity, twice for an error-or-worse pattern."""
     return rarity.idf(key) * (ERROR_FACTOR if key in errors else 1.0)
 
 
 def weighted_jaccard(a: Sequence[str], b: Sequence[str], rarity: Rarity, errors: frozenset[str]) -> float:
-    union = set(a) | set(b)
-    if not union:
+    mine, theirs = set(a), set(b)
+    if not mine and not theirs:
         return 0.0
-    shared = set(a) & set(b)
-    return sum(_weight(k, rarity, errors) for k in shared) / sum(_weight(k, rarity, errors) for k in union)
+    weigh = functools.partial(signature_weight, rarity=rarity, errors=errors)
+    shared = sum(map(weigh, mine & theirs))
+    return shared / (sum(map(weigh, mine)) + sum(map(weigh, theirs)) - shared)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -105,20 +111,46 @@ def total(parts: Mapping[str, float]) -> float:
     return round(sum(WEIGHTS[k] * v for k, v in parts.items()), 4)
 
 
+def _cause_keys(c: Candidate, other: Candidate) -> set[str]:
+    """`c`'s cause signature as far as `other` can confirm or deny it: error patterns only when both
+    looked at logs, pod reasons only when both saw pod events (absent evidence is not a difference)."""
+    keys: set[str] = set()
+    if c.patterns and other.patterns:
+        keys |= c.error_patterns
+    if c.reasons and other.reasons:
+        keys |= set(_reason_keys(c))
+    return keys
+
+
 def cause_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
-    """How much of the query's cause signature (its error patterns and pod reasons) the other holds."""
-    mine = set(q.error_patterns) | set(_reason_keys(q))
-    theirs = set(c.error_patterns) | set(_reason_keys(c))
+    """How much of the query's comparable cause signature (error patterns, pod reasons) the other holds."""
+    mine, theirs = _cause_keys(q, c), _cause_keys(c, q)
     if not mine:
         return 0.0
     weigh = rarity.idf
     return sum(weigh(k) for k in mine & theirs) / sum(weigh(k) for k in mine)
 
 
+def error_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
+    """The share (by rarity) of the query's error patterns the other incident shows (0 unless both have logs)."""
+    if not (q.error_patterns and c.patterns):
+        return 0.0
+    weigh = rarity.idf
+    return sum(weigh(k) for k in q.error_patterns & c.error_patterns) / sum(weigh(k) for k in q.error_patterns)
+
+
 def shares_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
-    """Same cause signature: a shared rare error pattern, or most of the query's errors and reasons."""
-    rare = any(rarity.df.get(k, 1) <= RARE_SHARE * rarity.total for k in q.error_patterns & c.error_patterns)
-    return rare or cause_share(q, c, rarity) >= CAUSE_SHARE
+    """Same cause signature: most of each one's comparable error patterns and pod reasons are the other's.
+
+    Pod reasons alone (one side has no logs) are a weak signature, drawn from a small vocabulary: they flag
+    an incident only on the same alert or the same service.
+    """
+    if max(cause_share(q, c, rarity), cause_share(c, q, rarity)) < CAUSE_SHARE:
+        return False
+    logs = bool(q.patterns and c.patterns and (q.error_patterns or c.error_patterns))
+    return logs or any(
+        q.labels.get(k) and q.labels.get(k) == c.labels.get(k) for k in ("alertname", "service")
+    )
 
 
 def overlaps(q: Candidate, c: Candidate, window_s: float) -> bool:
@@ -171,9 +203,12 @@ def rank(
     k: int = 5,
     window_s: float = 3600.0,
 ) -> list[Hit]:
-    """Concurrent hits (open within the window, sharing the cause) first, then the k most similar past ones."""
-    concurrent: list[Hit] = []
-    historical: list[Hit] = []
+    """Concurrent hits (open within the window, sharing the cause) first, then the k most similar past ones.
+
+    Reasons are written for the returned hits only: explaining every candidate would cost more than scoring.
+    """
+    concurrent: list[tuple[float, Candidate, dict[str, float]]] = []
+    historical: list[tuple[float, Candidate, dict[str, float]]] = []
     for c in candidates:
         if c.thread_ts == q.thread_ts:
             continue
@@ -181,9 +216,19 @@ def rank(
         value = total(parts)
         if overlaps(q, c, window_s):
             if shares_cause(q, c, rarity):
-                concurrent.append(Hit(c.thread_ts, "concurrent", value, explain(q, c, parts, rarity), parts))
+                concurrent.append((value, c, parts))
             continue  # an open, unrelated incident is not history yet
         if value > 0 and (c.opened_at is None or q.opened_at is None or c.opened_at < q.opened_at):
-            historical.append(Hit(c.thread_ts, "historical", value, explain(q, c, parts, rarity), parts))
-    order = lambda h: (-h.score, h.thread_ts)  # noqa: E731
-    return sorted(concurrent, key=order) + sorted(historical, key=order)[:k]
+            historical.append((value, c, parts))
+    # Most of the query's error signature shown ranks first, whatever the labels, words or reasons say: a
+    # look-alike on the same alert and service with other errors is never above the true match.
+    tier = {c.thread_ts: error_share(q, c, rarity) >= CAUSE_SHARE for _v, c, _p in historical}
+    order = lambda h: (-tier.get(h[1].thread_ts, False), -h[0], h[1].thread_ts)  # noqa: E731
+    return [
+        Hit(c.thread_ts, kind, value, explain(q, c, parts, rarity), parts)
+        for kind, picked in (
+            ("concurrent", sorted(concurrent, key=order)),
+            ("historical", sorted(historical, key=order)[:k]),
+        )
+        for value, c, parts in picked
+    ]

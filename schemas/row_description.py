@@ -12,6 +12,9 @@ from typing import Any
 def describe(role: str, content: Any, compact: Any, tool: str | None) -> str:
     """A short, human description of a row: what it is, not what it says in full."""
     c = content if isinstance(content, dict) else {}
+    if role == "alert" and isinstance(c.get("recall"), list):
+        kinds = [str(h.get("kind")) for h in c["recall"] if isinstance(h, dict)]
+        return f"recall: {kinds.count('concurrent')} concurrent, {kinds.count('historical')} historical"
     if role == "alert":
         return f"alert {c.get('alertname', '?')} {c.get('service', '')} ({c.get('status', '?')})".strip()
     if role == "human":

@@ -12,7 +12,18 @@ from services.runtime.settings import Settings
 
 CLI = str(Path(sys.executable).with_name("incident-memory"))
 SEED_ROLES = (
-    ["alert", "ai", "tool", "tool", "tool", "ai", "ai", "judge", "post"]
+    [
+        "alert",
+        "alert",
+        "ai",
+        "tool",
+        "tool",
+        "tool",
+        "ai",
+        "ai",
+        "judge",
+        "post",
+    ]  # the alert, then its recall
     + ["human"] * 5
     + ["ai", "tool", "ai", "ai", "judge", "post"]
 )
@@ -43,9 +54,15 @@ def test_demo_prints_the_seed_table(stack: Settings, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = _table_rows(proc.stdout)
     assert [r[2] for r in rows] == SEED_ROLES
-    assert [int(r[0]) for r in rows] == list(range(1, 21))
+    seqs = [int(r[0]) for r in rows]
+    assert seqs == sorted(seqs) and len(seqs) == 21  # after the payments thread's rows (issue 37)
     assert [r[1] for r in rows].count("1") == 8 and [r[1] for r in rows].count("2") == 6
-    total = re.search(r"total \(20 rows\)\s+([\d,]+)\s+([\d,]+)", proc.stdout)
+    assert re.search(
+        r"^recall: concurrent \S+ https://slack\.com/archives/\S+ \(.*error patterns shared",
+        proc.stdout,
+        re.M,
+    )
+    total = re.search(r"total \(21 rows\)\s+([\d,]+)\s+([\d,]+)", proc.stdout)
     assert total, proc.stdout
     raw, ctx = (int(g.replace(",", "")) for g in total.groups())
     assert raw > 40_000
@@ -106,9 +123,10 @@ def test_demo_model_switch_drives_the_agent_against_that_endpoint_and_says_so(
     # the endpoint saw the agent's calls: investigate, and the hypothesis and judge asking for their schema
     assert calls and all(c.status == 200 for c in calls), [(c.status, c.error) for c in calls]
     names = [c.body["response_format"]["json_schema"]["name"] for c in calls if c.body.get("response_format")]
-    assert names.count("HypothesisAnswer") == 2 and names.count("JudgeAnswer") == 2
+    # the payments alert's round 1 (issue 37's concurrent incident) and checkout's two rounds
+    assert names.count("HypothesisAnswer") == 3 and names.count("JudgeAnswer") == 3
     assert (
-        sum(1 for c in calls if c.body.get("tools")) == 3
-    )  # investigate: round 1 once (after the playbook), round 2 twice
+        sum(1 for c in calls if c.body.get("tools")) == 4
+    )  # investigate: each round 1 once (after the playbook), round 2 twice
     rows = _table_rows(proc.stdout)
     assert [r[2] for r in rows] == SEED_ROLES

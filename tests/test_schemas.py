@@ -23,6 +23,8 @@ from schemas.events import (
     IncidentStateChanged,
     JudgeVerdict,
     MessageDeleted,
+    RecalledIncident,
+    RecallRecorded,
     ReRendered,
     RoundCommitted,
     Selection,
@@ -77,6 +79,10 @@ def samples() -> list[EventBase]:
              trigger_message_id=message_id(T, None, "human", "1700000001.0002"), user="U1"),
         MessageDeleted(thread_ts=T, message_id=message_id(T, None, "deleted", "1700000001.0002"), event_time=AT,
                        ts="1700000001.0002", user="U1"),
+        RecallRecorded(thread_ts=T, message_id=message_id(T, None, "recall", 0), event_time=AT, channel="C0PAY",
+                       hits=[RecalledIncident(thread="C0PAY-1699999000.000100", kind="concurrent", score_milli=612,
+                                              reasons=["same cluster"],
+                                              link="https://slack.com/archives/C0PAY/p1699999000000100")]),
     ]  # fmt: skip
 
 

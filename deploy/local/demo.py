@@ -299,6 +299,7 @@ def models_line(used: set[str]) -> str:
 def run(args: argparse.Namespace) -> int:
     from deploy.local import kafka_secure
     from deploy.local.seed import seed_incident
+    from deploy.local.seed.concurrent import recording_with_payments
     from deploy.local.stack import up
     from services.projector.show import fetch_rows, render_table
     from services.runtime.kafka import admin_config
@@ -354,6 +355,9 @@ def run(args: argparse.Namespace) -> int:
     run_.step(models_said)
 
     seed = seed_incident()
+    recording = run_.root / "recording.json"  # the seed's telemetry plus the concurrent payments incident's
+    recording.write_text(json.dumps(recording_with_payments(seed)))
+    pipe.extra_env["TELEMETRY_MCP_RECORDING"] = str(recording)
     try:
         side = slack_side(pipe, t)
         run_.step(
@@ -369,6 +373,7 @@ def run(args: argparse.Namespace) -> int:
             run_.step(f"{proc.name} ready" + (f" on {base}" if proc is ingest else ""))
 
         with httpx.Client(base_url=base, timeout=10) as client:
+            concurrent_alert(client, token, seed, dsn, names.schema, t, pipe, run_)
             resp = client.post(
                 "/alertmanager", json=seed.alertmanager_webhook, headers={"Authorization": f"Bearer {token}"}
             )
@@ -411,6 +416,8 @@ def run(args: argparse.Namespace) -> int:
                 f"round-2 model input: {biggest:,} tokens (largest call: messages with the preamble, "
                 f"plus the tool schemas on investigate calls; calls: {calls})"
             )
+        with db(dsn, names.schema) as conn:
+            print(recall_line(conn, thread_ts))
         used = models_used(dsn, names.schema, thread_ts, agent.log)
         print(models_line(used))
         playbooks = sorted(m.removeprefix("playbook:") for m in used if m.startswith("playbook:"))
@@ -435,6 +442,44 @@ def run(args: argparse.Namespace) -> int:
         return serve_review(dsn, names.schema, args.review_port, url)
     print(f"review: `incident-memory review --schema {names.schema}`, then open {url}")
     return 0
+
+
+def concurrent_alert(
+    client: httpx.Client, token: str, seed: Any, dsn: str, schema: str, t: float, pipe: Pipeline, run_: Run
+) -> str:
+    """The payments alert, opened 20 minutes before checkout's, through ingest; its round 1 done, so its
+    profile holds its patterns when checkout's alert recalls (issue 37)."""
+    from deploy.local.seed.concurrent import payments_webhook
+
+    resp = client.post(
+        "/alertmanager", json=payments_webhook(seed), headers={"Authorization": f"Bearer {token}"}
+    )
+    if resp.status_code != 200:
+        raise UserFacingError(
+            f"step 'payments webhook': ingest answered {resp.status_code}: {resp.text[:200]}"
+        )
+    thread = str(resp.json()["thread_ts"])
+    run_.step(
+        f"payments alert sent (incident {thread}, opened 20 minutes before checkout's); waiting for round 1"
+    )
+    wait_for("payments round 1", round_posted(dsn, schema, thread, 1), t, pipe)
+    wait_for("payments round 1 posted", recorded(dsn, schema, f"{thread}:1:post:0"), t, pipe)
+    run_.step("payments round 1 committed and posted")
+    return thread
+
+
+def recall_line(conn: psycopg.Connection, thread_ts: str) -> str:
+    """What recall recorded when checkout's alert opened: the concurrent incidents, with link and reasons."""
+    row = conn.execute(
+        "SELECT content FROM agent_messages WHERE id = %s", (f"{thread_ts}:-:recall:0",)
+    ).fetchone()
+    hits = [h for h in (row[0].get("recall") if row else None) or [] if h.get("kind") == "concurrent"]
+    if not hits:
+        return "recall: no concurrent incident recorded"
+    return "\n".join(
+        f"recall: concurrent {h['thread']} {h.get('link') or ''} ({'; '.join(h['reasons'])}), linked in the first post"
+        for h in hits
+    )
 
 
 def serve_review(owner_dsn: str, schema: str, port: int, url: str) -> int:

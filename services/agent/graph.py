@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypedDict
@@ -25,6 +26,7 @@ from schemas.events import (
     Claim,
     EventBase,
     JudgeVerdict,
+    RecalledIncident,
     RoundCommitted,
     ThreadPost,
     ToolCall,
@@ -43,9 +45,10 @@ from services.agent.toolpath import ToolPath
 from services.boundary.framing import framed_within
 from services.boundary.redact import redact_text
 from services.context_render import prompts
-from services.context_render.context import LoadedContext, message_tokens, to_messages, tool_body
+from services.context_render.context import LoadedContext, message_tokens, stored_args, to_messages, tool_body
 from services.context_render.input_budget import check_input, model_input_tokens, tool_schema_tokens
 from services.context_render.preamble import evidence_in_hand, outside_window, pinned_window
+from services.context_render.recall_view import concurrent_of_hits, recall_id, recall_message
 from services.runtime.emitter import EventEmitter
 from services.runtime.logs import about
 
@@ -81,6 +84,9 @@ class RoundDeps:
     raw_reader: Any  # async (evidence_id) -> raw, used by the judge
     model_inputs: list[tuple[str, int]] = field(default_factory=list)
     playbook: PlaybookPlan | None = None  # an alert's deterministic first calls (services/agent/playbooks.py)
+    # An alert's first round recalls other incidents once (services/agent/recall_step.py); None otherwise.
+    recall: Callable[[], Awaitable[list[RecalledIncident]]] | None = None
+    recalled: list[RecalledIncident] | None = None
 
     @property
     def thread_ts(self) -> str:
@@ -168,7 +174,9 @@ def build_graph(deps: RoundDeps) -> Any:
                 model=f"playbook:{plan.playbook}",
             )
         )
-        lc_calls = [{"name": c.name, "args": c.args, "id": c.id, "type": "tool_call"} for c in calls]
+        lc_calls = [
+            {"name": c.name, "args": stored_args(c.args), "id": c.id, "type": "tool_call"} for c in calls
+        ]
         return {
             "turn": [AIMessage(content=text, tool_calls=lc_calls, id=mid)],
             "emitted": [*state.get("emitted", []), mid],
@@ -230,7 +238,9 @@ def build_graph(deps: RoundDeps) -> Any:
                 model=deps.agent_model_name,
             )
         )
-        lc_calls = [{"name": c.name, "args": c.args, "id": c.id, "type": "tool_call"} for c in calls]
+        lc_calls = [
+            {"name": c.name, "args": stored_args(c.args), "id": c.id, "type": "tool_call"} for c in calls
+        ]
         turn.append(AIMessage(content=text, tool_calls=lc_calls, id=mid))
         await pause()
         return {
@@ -265,6 +275,9 @@ def build_graph(deps: RoundDeps) -> Any:
 
     async def hypothesis(state: RoundState) -> RoundState:
         turn = list(state.get("turn", []))
+        if deps.recall is not None and deps.recalled is None:  # after the investigation: a cause to match
+            deps.recalled = await deps.recall()
+            turn.append(recall_message(recall_id(deps.thread_ts), deps.recalled))
         system = SystemMessage(content=f"{deps.preamble}\n\n{prompts.HYPOTHESIS}")
         result = await ask_structured(
             lambda m, msgs: ask(m, "hypothesis", msgs),
@@ -423,6 +436,7 @@ def build_graph(deps: RoundDeps) -> Any:
                 round=deps.round,
                 kind=kind,
                 text=redact_text(text),  # the model's words, as recorded and posted (invariant 13)
+                concurrent=concurrent_of_hits(deps.recalled),  # the first post names them (issue 37)
                 model=deps.agent_model_name
                 if kind == "summary" or state.get("hypothesis_failure")
                 else deps.judge_model_name,

@@ -34,11 +34,12 @@ from services.agent.playbooks import (
     offered_params,
     plan_calls,
 )
+from services.agent.recall_step import recall_step
 from services.agent.toolpath import ProjectionTimeout, ToolPath
 from services.boundary.redact import redact_value
 from services.context_render.context import LoadedContext, load_context, row_digest
 from services.context_render.discussion import DiscussionPolicy, plan_discussion
-from services.context_render.preamble import Trigger, pinned_window, render_preamble
+from services.context_render.preamble import Trigger, pinned_window, render_preamble, trigger_time
 from services.context_render.rerender import Plan, plan_rerenders
 from services.runtime.emitter import EventEmitter
 from services.runtime.logs import about
@@ -149,9 +150,7 @@ def plan_round(
     """The round a wake starts, and the re-renderings (invariant 10) its context needs first:
     old rounds' rows by `plan_rerenders`, a long discussion's turns by `plan_discussion`."""
     round_ = ctx.last_round() + 1
-    calls = {str(c["id"]): str(c["name"]) for r in ctx.rows for c in r.tool_calls()}
-    tool_names = {r.id: calls.get(r.tool_call_id or "", "tool") for r in ctx.rows if r.role == "tool"}
-    rounds = plan_rerenders(ctx.rows, round_, config.context_budget, now, tool_names)
+    rounds = plan_rerenders(ctx.rows, round_, config.context_budget, now)
     policy = discussion_policy(config, trigger_id)
     turns = plan_discussion(ctx.rows, policy, round_, now)
     saved = sum(e.tokens - _tokens_of(ctx, e.target_id) for e in turns)
@@ -213,7 +212,7 @@ async def run_round(
             ctx = await asyncio.to_thread(load_context, conn, thread_ts)
             _log_loaded(ctx)
         trigger = Trigger(wake.reason, wake.trigger_message_id, wake.user)
-        preamble = render_preamble(ctx, round_, trigger, now)
+        preamble = render_preamble(ctx, round_, trigger, trigger_time(ctx, trigger) or now)
 
         async def read_raw(evidence_id: str) -> Any:
             """The raw a claim cites, for the judge: redacted, whichever server answered (invariant 13)."""
@@ -245,6 +244,7 @@ async def run_round(
             emitter=emitter,
             raw_reader=read_raw,
             playbook=playbook_plan(ctx, toolbox) if wake.reason == "alert" else None,
+            recall=recall_step(conn, ctx, emitter, wake),
         )
         log.info("round started", extra=about(thread_ts, wake.trigger_message_id, round=round_))
         final = await build_graph(deps).ainvoke(

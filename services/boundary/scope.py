@@ -152,6 +152,21 @@ def _check_pod_events(args: dict[str, Any], scope: Scope) -> None:
         )
 
 
+RECALL_ARGS = frozenset({"query"})
+
+
+def _check_recall(args: dict[str, Any]) -> None:
+    """Recall takes a query only: what it may show is decided by the thread's own channel, never an argument."""
+    extra = sorted(set(args) - RECALL_ARGS)
+    if extra:
+        raise OutOfScope(
+            f"recall_incidents takes only `query` (the thread's own channel decides), not {extra}"
+        )
+    query = args.get("query")
+    if not isinstance(query, str) or not query.strip() or len(query) > 300:
+        raise OutOfScope("recall_incidents needs a query of 1 to 300 characters")
+
+
 def _apply(kind: str, args: dict[str, Any], scope: Scope, limits: Limits, notes: list[str]) -> None:
     if kind == "query_loki":
         check_logql(str(args.get("query", "")), _require(scope, kind))
@@ -163,6 +178,8 @@ def _apply(kind: str, args: dict[str, Any], scope: Scope, limits: Limits, notes:
         _clamp_step(args, limits, notes)
     elif kind == "get_pod_events":
         _check_pod_events(args, scope)
+    elif kind == "recall_incidents":
+        _check_recall(args)
     elif "start" in args or "end" in args:
         _clamp_window(args, scope, notes)
 

@@ -295,6 +295,12 @@ def split_line(line: str, shape: HeaderShape) -> Anatomy:
     """Cut `line` by its stream's header shape; take the level from the line's structure."""
     if line.lstrip().startswith("{"):
         return _split_json(line)
+    pairs = logfmt_pairs(line)
+    if pairs is not None:
+        return _split_fields(pairs, line)
+    access = _ACCESS.match(line)
+    if access is not None:
+        return _split_access(line, access)
     spans = header_tokens(line)
     tokens = [line[a:b] for a, b in spans]
     conforms = (
@@ -337,6 +343,71 @@ _JSON_MESSAGE_KEYS = ("msg", "message", "event", "error", "err")
 ERROR_KEYS = frozenset(
     ("error", "err", "error_message", "exception", "exc_info", "stack", "stacktrace", "reason", "cause")
 )
+
+
+# logfmt (and Go's slog text handler, which writes it): `key=value` pairs, a value bare or a
+# double-quoted string with backslash escapes.
+_LOGFMT_PAIR = re.compile(r'([A-Za-z_@][\w.\-/@]*)=("(?:[^"\\]|\\.)*"|[^\s"=]*)(?:\s+|$)')
+_LOGFMT_MIN_PAIRS = 2
+
+
+def logfmt_pairs(line: str) -> list[tuple[str, str]] | None:
+    """A logfmt line's (key, value as written) pairs; None unless the whole line is pairs (at least
+    two, one of them a message or level key), so prose with an `a=b` in it is never read as one."""
+    text = line.strip()
+    pairs: list[tuple[str, str]] = []
+    at = 0
+    while at < len(text):
+        found = _LOGFMT_PAIR.match(text, at)
+        if found is None or found.end() == at:
+            return None
+        pairs.append((found.group(1), found.group(2)))
+        at = found.end()
+    keys = {k.lower() for k, _ in pairs}
+    if len(pairs) < _LOGFMT_MIN_PAIRS or not keys & {*_JSON_MESSAGE_KEYS, *_JSON_LEVEL_KEYS}:
+        return None
+    return pairs
+
+
+# The NCSA common/combined access log (nginx's and Apache's default): client, identity, user,
+# [time], then the request in quotes and the status.
+_ACCESS = re.compile(r'^\S+ \S+ \S+ \[[^\]]{10,40}\] (?="[^"]*" [1-5]\d\d )')
+
+
+def _split_access(line: str, access: re.Match[str]) -> Anatomy:
+    """An access-log line: the client and time are header; the request, status and the rest are the
+    message; a 5xx status is an error line (the server failed), anything else info (a 4xx is the
+    client's mistake, and scanners make many)."""
+    message = line[access.end() :]
+    status = message.split('" ', 1)[1][:3] if '" ' in message else ""
+    return Anatomy(line[: access.end()].rstrip(), message, "error" if status.startswith("5") else "info")
+
+
+def _unquoted(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        try:
+            return str(json.loads(value))
+        except ValueError:
+            return value[1:-1]
+    return value
+
+
+def _split_fields(pairs: list[tuple[str, str]], line: str) -> Anatomy:
+    """A logfmt line read like a JSON one: the level from its level key, the message as `msg` then
+    the error fields then the rest (`key=value` as written), without time, level, pid and host."""
+    level = None
+    for key, value in pairs:
+        if key.lower() in _JSON_LEVEL_KEYS:
+            word = _unquoted(value).lower()
+            level = _LEVEL_NAMES.get(word) or (_NUMERIC_LEVELS.get(int(word)) if word.isdigit() else None)
+            if level is not None:
+                break
+    said = next((k for k, v in pairs if k.lower() in _JSON_MESSAGE_KEYS[:3]), None)
+    rest = [(k, v) for k, v in pairs if k.lower() not in _JSON_HEADER_KEYS and k != said]
+    rest.sort(key=lambda kv: kv[0].rsplit(".", 1)[-1].lower() not in ERROR_KEYS)
+    parts = [_unquoted(v) for k, v in pairs if k == said][:1] + [f"{k}={v}" for k, v in rest]
+    header = " ".join(f"{k}={v}" for k, v in pairs if k.lower() in _JSON_HEADER_KEYS)
+    return Anatomy(header, " ".join(parts) or line, level)
 
 
 def _split_json(line: str) -> Anatomy:

@@ -187,8 +187,11 @@ class _Pattern:
 
 # Lines that differ only in their digits are read alike (header cut, level, words: see
 # `log_patterns.word_spans`), so each such family is read once per raw. Not so where a digit is a
-# level (`{"level":50`, `level=40`, a syslog `<PRI>`): those lines are always read.
-_DIGIT_SAFE = re.compile(r"(?!\s*[{<])(?!.*(?i:lo?g?_?le?ve?l|severity)[\"']?\s*[=:]\s*[\"']?\d)")
+# level (`{"level":50`, `level=40`, a syslog `<PRI>`, an access log's status): those lines are always read.
+_DIGIT_SAFE = re.compile(
+    r"(?!\s*[{<])(?!.*(?i:lo?g?_?le?ve?l|severity)[\"']?\s*[=:]\s*[\"']?\d)"
+    r"(?!\S+ \S+ \S+ \[[^\]]{10,40}\] \")"  # an access log's status is its level (log_anatomy)
+)
 _Reading = tuple[str, int, str, tuple[str, ...], list[tuple[int, int]]]
 
 

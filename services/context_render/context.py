@@ -8,6 +8,7 @@ turn whose tool calls did not all come back; a result is never invented (invaria
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from schemas.canonical import canonical_json_bytes
 from schemas.ids import parse_message_id
 from schemas.tokens import count_tokens, render_for_model
 from services.boundary.framing import frame
+from services.context_render.recall_view import hits_of, is_recall_row, recall_message
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,14 @@ def repair_dangling_tool_calls(rows: Sequence[ContextRow]) -> list[ContextRow]:
 # --- rows -> LangChain messages ---------------------------------------------------------------
 
 
+def stored_args(args: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments as its row stores them (canonical JSON: keys sorted at every level).
+    The round's own turn is sent in this form too, so a call is sent the same bytes in the round that
+    made it as in every later round, and the review page rebuilds it exactly."""
+    loaded: dict[str, Any] = json.loads(canonical_json_bytes(args))
+    return loaded
+
+
 def alert_text(value: Any) -> str:
     v = value if isinstance(value, dict) else {}
     raw_alert = v.get("alert")
@@ -195,6 +205,8 @@ def row_to_message(row: ContextRow, tool_name: str | None = None) -> BaseMessage
     """One row as a message; untrusted text (alert, Slack, tool results) framed as data with its source
     (services/boundary/framing.py)."""
     v = row.value if isinstance(row.value, dict) else {"text": render_for_model(row.value)}
+    if is_recall_row(row.id, row.role):  # recall's recorded result (services/context_render/recall_view.py)
+        return recall_message(row.id, hits_of(v))
     if row.role == "alert":
         return HumanMessage(content=frame("alert from Alertmanager", row.id, alert_text(v)), id=row.id)
     if row.role == "human":

@@ -7,7 +7,7 @@ in the thread, so nothing needs remembering between runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from schemas.tokens import render_for_model
@@ -124,8 +124,22 @@ def open_questions(ctx: LoadedContext) -> list[str]:
     return [str(q) for q in judges[-1].value.get("questions") or []]
 
 
+def trigger_time(ctx: LoadedContext, trigger: Trigger) -> datetime | None:
+    """The moment a round's trigger happened, read from the rows: a mention's Slack ts, or the
+    incident's opening for an alert. The preamble's clock, so a retried or rebuilt round says the
+    same thing (a wall clock would make the preamble differ on every run)."""
+    if trigger.reason == "mention":
+        ts = trigger.message_id.rsplit(":", 1)[-1]
+        try:
+            return datetime.fromtimestamp(float(ts), UTC)
+        except (ValueError, OverflowError):
+            return None
+    return ctx.state.opened_at if ctx.state is not None else None
+
+
 def render_preamble(ctx: LoadedContext, round_: int, trigger: Trigger, now: datetime) -> str:
-    """The system preamble of one round. Pure; never written anywhere."""
+    """The system preamble of one round. Pure; never written anywhere. `now` is the trigger's time
+    (`trigger_time`) wherever the rows tell it, so a rerun or a review rebuilds the same text."""
     lines = [
         f"You are the incident-memory bot of Slack thread {ctx.thread_ts}. This is round {round_}.",
         PREAMBLE_RULE,

@@ -8,6 +8,7 @@ touched. Each choice becomes a ReRendered event, so a replay re-derives it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,9 +36,7 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def render(
-    row: ContextRow, policy: Policy, tool: str | None, window: tuple[str, str] | None = None
-) -> dict[str, Any]:
+def render(row: ContextRow, policy: Policy, window: tuple[str, str] | None = None) -> dict[str, Any]:
     """The new compact of one row under a policy; tool calls of an ai turn always survive.
 
     A headline keeps the row's strongest fact (a digest's, a hypothesis's summary and the
@@ -50,9 +49,9 @@ def render(
     if row.re_rendered:  # a headline shrinking to one line: its own text, its calls, kind and verdict
         text = str(v.get("headline") or v.get("line") or "")
         extra = {k: v[k] for k in ("tool_calls", "kind", "grounded") if k in v}
-    elif row.role == "tool":
+    elif row.role == "tool":  # the tool's name is the message's framing source (context.row_to_message)
         facts = salient_facts(v)
-        text = f"{tool or 'tool'}: {facts[0] if headline and facts else summary_of(v)}"
+        text = counted_sources(facts[0]) if headline and facts else summary_of(v)
     elif row.role == "judge":
         text = "grounded" if v.get("grounded") else "rejected"
         extra["grounded"] = v.get("grounded")
@@ -76,6 +75,21 @@ def render(
     if text:
         new["headline" if headline else "line"] = _clip(text, width)
     return {**new, **extra}
+
+
+# `[2 of 4 pods: checkout-api-7d9f8b6c5-{m8p3z,x2k4q}]`: a digest line's stream attribution
+# (services/compactor/log_streams.py), whose names follow the count after a colon.
+_NAMED_SOURCES = re.compile(r"\[([^\[\]:]*\b\d+ of \d+ [^\[\]:]+): [^\[\]]+\]")
+
+
+def counted_sources(line: str) -> str:
+    """A headline says how many sources a fact spans, not their names: `[2 of 4 pods]`.
+
+    Why: a headline is the previous round's one fact at a lower resolution; "one pod or all" is
+    answered by the count, and the names stay in the full row its evidence id points to. A source
+    named alone (`pod x only`) is the fact itself and is kept.
+    """
+    return _NAMED_SOURCES.sub(r"[\1]", line)
 
 
 def _post_gist(v: dict[str, Any]) -> str:
@@ -111,7 +125,6 @@ def plan_rerenders(
     current_round: int,
     budget: int,
     now: datetime,
-    tool_names: dict[str, str] | None = None,
 ) -> Plan:
     """Which rows to re-render (oldest first) until the thread's token sum is under `budget`.
 
@@ -134,7 +147,7 @@ def plan_rerenders(
         if row.re_rendered and rank.get(str(row.value.get("re_rendered")), 0) >= rank[policy]:
             continue
         thread_ts = row.id.split(":", 1)[0]
-        compact = render(row, policy, (tool_names or {}).get(row.id), window)
+        compact = render(row, policy, window)
         tokens = count_value_tokens(compact)
         if tokens >= row.tokens:
             continue

@@ -8,6 +8,7 @@ through `sql.py`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +26,7 @@ from schemas.events import (
     IncidentStateChanged,
     JudgeVerdict,
     MessageDeleted,
+    RecallRecorded,
     ReRendered,
     RoundCommitted,
     SlackPostRecorded,
@@ -157,6 +159,10 @@ class ReRender:
     target_id: str
     compact: str
     tokens: int
+    # The event that made it, recorded in rendering_history (migration 011) in the order applied.
+    event_id: str = ""
+    made_round: int | None = None
+    policy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -326,21 +332,23 @@ def _edit(event: HumanMessage, original_ts: str) -> ReRender:
     """An edit becomes the original row's view: the model sees the edited text only (redacted by the
     compactor like every human turn), the original's raw stays in `content`. The last edit in the
     thread's order wins, and applying one twice writes the same compact (invariants 2 and 8)."""
-    return _hide_behind(event, original_ts, event.compact or event.row_content())
+    return _hide_behind(event, original_ts, event.compact or event.row_content(), "edited")
 
 
 def _map_deleted(event: MessageDeleted) -> list[Op]:
     """A deleted message's row stays (its raw is kept), but the model sees only that it was deleted."""
-    return [_hide_behind(event, event.ts, event.hidden_view())]
+    return [_hide_behind(event, event.ts, event.hidden_view(), "deleted")]
 
 
-def _hide_behind(event: EventBase, original_ts: str, view: dict[str, Any]) -> ReRender:
+def _hide_behind(event: EventBase, original_ts: str, view: dict[str, Any], policy: str) -> ReRender:
     compact = _json(view)
     return ReRender(
         thread_ts=event.thread_ts,
         target_id=message_id(event.thread_ts, None, "human", original_ts),
         compact=compact,
         tokens=_tokens(view, compact),
+        event_id=event.message_id,
+        policy=policy,
     )
 
 
@@ -398,6 +406,17 @@ def _map_post(event: ThreadPost) -> list[Op]:
     return [_place(_row(event, "post", content))]
 
 
+def _map_recall(event: RecallRecorded) -> list[Op]:
+    """Recall's result as one small row beside the alert (round NULL: visible at once, outside any round),
+    so the load stays one query and never recomputes it (invariants 4 and 14). Its role is `alert`: what
+    the system knew when the incident opened, framed as data; its node `recall` tells it apart."""
+    _check_id_round(event)
+    if event.round is not None or event.message_id.split(":", 3)[2] != "recall":
+        raise MappingError(f"a recall is recorded as thread_ts:-:recall:i, not {event.message_id!r}")
+    hits = [h.model_dump(mode="json", exclude_none=True) for h in event.hits]
+    return [InsertRow(_row(event, "alert", {"recall": hits}, outside_round=True))]
+
+
 def _map_marker(event: RoundCommitted) -> list[Op]:
     return [_commit_round(event)]
 
@@ -430,8 +449,21 @@ def _map_re_render(event: ReRendered) -> list[Op]:
             target_id=event.target_id,
             compact=compact,
             tokens=_tokens(event.compact, compact),
+            event_id=event.message_id,
+            made_round=made_round(event.message_id),
+            policy=event.policy,
         )
     ]
+
+
+_MADE_IN = re.compile(r":rerender:r(\d+)-")
+
+
+def made_round(rerender_id: str) -> int | None:
+    """The round whose context a re-rendering was made for, from its id (`T:-:rerender:r2-...`,
+    services/context_render/rerender.py and discussion.py)."""
+    found = _MADE_IN.search(rerender_id)
+    return int(found.group(1)) if found else None
 
 
 def _map_nothing(event: EventBase) -> list[Op]:
@@ -446,6 +478,7 @@ _MAPPERS: dict[type[EventBase], Callable[[Any], list[Op]]] = {
     CompactedToolResult: _map_tool,
     JudgeVerdict: _map_judge,
     ThreadPost: _map_post,
+    RecallRecorded: _map_recall,
     RoundCommitted: _map_marker,
     SlackPostRecorded: _map_voice,
     ReRendered: _map_re_render,

@@ -121,7 +121,15 @@ class InOrderPlan:
                     elif isinstance(op, ReRender):
                         control = conn.cursor()
                         control.execute(
-                            sql.RE_RENDER, {"compact": op.compact, "tokens": op.tokens, "id": op.target_id}
+                            sql.RE_RENDER,
+                            {
+                                "compact": op.compact,
+                                "tokens": op.tokens,
+                                "id": op.target_id,
+                                "event_id": op.event_id,
+                                "made_round": op.made_round,
+                                "policy": op.policy,
+                            },
                         )
                         re_renders.append((index, op, control))
             pending.flush(cur)

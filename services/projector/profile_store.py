@@ -8,22 +8,39 @@ facts whose event is visible (a round's facts wait for its marker, invariant 3).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from datetime import UTC
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
 from schemas.canonical import canonical_json
 from schemas.incident_profile import Fact, Profile, build_profile
+from schemas.recall_keys import Posting, posting, posting_changes
 from services.projector.mapping import CommitRound, Op
 from services.projector.profile_facts import ProfileFact
 
 INSERT_FACTS = """
 INSERT INTO incident_profile_facts (thread_ts, source_id, kind, in_round, at, facts)
-SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::boolean[], %s::timestamptz[], %s::jsonb[])
+SELECT f.thread_ts, f.source_id, f.kind, f.in_round, f.at, f.facts
+FROM jsonb_to_recordset(%s::jsonb) AS f(thread_ts text, source_id text, kind text, in_round boolean,
+    at timestamptz, facts jsonb)
 ON CONFLICT (thread_ts, source_id) DO NOTHING
 """
+
+
+def facts_document(facts: Sequence[ProfileFact]) -> str:
+    """The batch's facts as the one JSON array INSERT_FACTS reads; each fact's canonical JSON is embedded as is."""
+    items = []
+    for f in facts:
+        head = [f.thread_ts, f.source_id, f.kind, f.in_round, f.at.isoformat()]
+        thread, source, kind, in_round, at = map(canonical_json, head)
+        items.append(
+            f'{{"thread_ts":{thread},"source_id":{source},"kind":{kind},"in_round":{in_round},"at":{at},"facts":{f.facts}}}'
+        )
+    return "[" + ",".join(items) + "]"
+
 
 VISIBLE_FACTS = """
 SELECT f.thread_ts, f.source_id, f.kind, f.at, f.facts
@@ -51,10 +68,47 @@ ON CONFLICT (thread_ts) DO UPDATE SET
 WHERE incident_profiles.profile_sha256 <> EXCLUDED.profile_sha256
 """
 
-
-OLD_KEYS = (
-    "SELECT thread_ts, signatures, reason_keys FROM incident_profiles WHERE thread_ts = ANY(%s::text[])"
+# The same upsert for a whole batch's profiles in one statement and one parameter (a JSON array), so the
+# driver neither round-trips per profile nor dumps six Python lists per row (benchmarks/profile_cost.py).
+_TEXT_ARRAY = "ARRAY(SELECT e FROM jsonb_array_elements_text(p.{0}) WITH ORDINALITY AS a(e, n) ORDER BY n)"
+UPSERT_PROFILES = (
+    UPSERT_PROFILE.split("VALUES")[0]
+    + f"""SELECT p.thread_ts, p.alertname, p.service, p.namespace, p.cluster, p.severity, p.channel, p.private,
+    p.opened_at, p.resolved_at, p.patterns, {_TEXT_ARRAY.format("signatures")}, {_TEXT_ARRAY.format("error_patterns")},
+    p.reasons, {_TEXT_ARRAY.format("reason_keys")}, {_TEXT_ARRAY.format("shapes")}, {_TEXT_ARRAY.format("claims")},
+    {_TEXT_ARRAY.format("decisions")}, p.discussion, to_tsvector('english', p.discussion), p.sha
+FROM jsonb_to_recordset(%s::jsonb) AS p(thread_ts text, alertname text, service text, namespace text,
+    cluster text, severity text, channel text, private boolean, opened_at timestamptz, resolved_at timestamptz,
+    patterns jsonb, signatures jsonb, error_patterns jsonb, reasons jsonb, reason_keys jsonb, shapes jsonb,
+    claims jsonb, decisions jsonb, discussion text, sha text)
+ORDER BY p.thread_ts
+ON CONFLICT"""
+    + UPSERT_PROFILE.split("ON CONFLICT", 1)[1]
 )
+
+
+def profiles_document(rows: Sequence[Mapping[str, Any]]) -> str:
+    """`profile_params` rows as the one JSON array UPSERT_PROFILES reads (patterns and reasons as objects)."""
+    return canonical_json(
+        [{**r, "patterns": json.loads(r["patterns"]), "reasons": json.loads(r["reasons"])} for r in rows]
+    )
+
+
+OLD_KEYS = """
+SELECT thread_ts, signatures, reason_keys, alertname, service, channel, private, opened_at
+FROM incident_profiles WHERE thread_ts = ANY(%s::text[])
+"""
+
+DELETE_RECALL_KEYS = """
+DELETE FROM incident_recall_keys k USING unnest(%s::text[], %s::text[]) AS d(thread_ts, key)
+WHERE k.thread_ts = d.thread_ts AND k.key = d.key
+"""
+
+INSERT_RECALL_KEYS = """
+INSERT INTO incident_recall_keys (thread_ts, key, channel, private, opened_at)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::boolean[], %s::timestamptz[])
+ON CONFLICT (thread_ts, key) DO NOTHING
+"""
 
 BUMP_COUNTS = """
 INSERT INTO incident_signature_counts (key, n) SELECT * FROM unnest(%s::text[], %s::int[]) ORDER BY 1
@@ -102,17 +156,7 @@ def write_profiles(conn: psycopg.Connection, facts: Sequence[ProfileFact], threa
     """Store the facts and rebuild the profiles of `threads`, inside the caller's transaction."""
     cur = conn.cursor()
     if facts:
-        cur.execute(
-            INSERT_FACTS,
-            [
-                [f.thread_ts for f in facts],
-                [f.source_id for f in facts],
-                [f.kind for f in facts],
-                [f.in_round for f in facts],
-                [f.at for f in facts],
-                [f.facts for f in facts],
-            ],
-        )
+        cur.execute(INSERT_FACTS, (facts_document(facts),))
     if not threads:
         return
     grouped: dict[str, list[Fact]] = {}
@@ -121,14 +165,45 @@ def write_profiles(conn: psycopg.Connection, facts: Sequence[ProfileFact], threa
     rows = [profile_params(build_profile(t, grouped[t])) for t in sorted(grouped)]
     if not rows:
         return
-    old = {t: signature_keys(s, r) for t, s, r in cur.execute(OLD_KEYS, (sorted(grouped),)).fetchall()}
+    old_rows = cur.execute(OLD_KEYS, (sorted(grouped),)).fetchall()
+    old = {r[0]: signature_keys(r[1], r[2]) for r in old_rows}
     delta = count_deltas(
         old, {r["thread_ts"]: signature_keys(r["signatures"], r["reason_keys"]) for r in rows}
     )
-    cur.executemany(UPSERT_PROFILE, rows)
+    cur.execute(UPSERT_PROFILES, (profiles_document(rows),))
     if delta:
         keys = sorted(delta)
         cur.execute(BUMP_COUNTS, (keys, [delta[k] for k in keys]))
+    write_recall_keys(
+        cur, {r[0]: _stored_posting(r) for r in old_rows}, {r["thread_ts"]: posting_of(r) for r in rows}
+    )
+
+
+def _stored_posting(row: Sequence[Any]) -> Posting:
+    _thread, signatures, reasons, alertname, service, channel, private, opened_at = row
+    return posting(
+        signatures, reasons, alertname, service, channel=channel, private=private, opened_at=opened_at
+    )
+
+
+def posting_of(params: Mapping[str, Any]) -> Posting:
+    opened = params["opened_at"]
+    return posting(
+        params["signatures"], params["reason_keys"], params["alertname"], params["service"],
+        channel=params["channel"], private=params["private"],
+        opened_at=None if opened is None else datetime.fromisoformat(opened),
+    )  # fmt: skip
+
+
+def write_recall_keys(
+    cur: psycopg.Cursor[Any], old: Mapping[str, Posting], new: Mapping[str, Posting]
+) -> None:
+    """Recall's index rows follow the profiles in the same transaction (only the keys that changed)."""
+    deletes, inserts = posting_changes(old, new)
+    if deletes:
+        cur.execute(DELETE_RECALL_KEYS, ([t for t, _ in deletes], [k for _, k in deletes]))
+    if inserts:
+        cur.execute(INSERT_RECALL_KEYS, [list(column) for column in zip(*inserts, strict=True)])
 
 
 def profile_params(profile: Profile) -> dict[str, Any]:

@@ -66,10 +66,16 @@ WHERE s.updated_at <= EXCLUDED.updated_at
 RE_RENDER = """
 WITH visible AS (
     UPDATE agent_messages SET compact = %(compact)s::jsonb, tokens = %(tokens)s
-    WHERE id = %(id)s RETURNING 1
+    WHERE id = %(id)s RETURNING thread_ts
 ), staged AS (
     UPDATE round_staging SET compact = %(compact)s::jsonb, tokens = %(tokens)s
-    WHERE id = %(id)s RETURNING 1
+    WHERE id = %(id)s RETURNING thread_ts
+), history AS (
+    INSERT INTO rendering_history (event_id, thread_ts, target_id, made_round, policy, compact, tokens)
+    SELECT %(event_id)s, t.thread_ts, %(id)s, %(made_round)s, %(policy)s, %(compact)s::jsonb, %(tokens)s
+    FROM (SELECT thread_ts FROM visible UNION SELECT thread_ts FROM staged) t
+    WHERE %(event_id)s <> ''
+    ON CONFLICT (event_id) DO NOTHING
 )
 SELECT (SELECT count(*) FROM visible) + (SELECT count(*) FROM staged)
 """

@@ -92,10 +92,21 @@ def silent(row: ThreadRow) -> bool:
     return row.role == "human" and row.round is None and not mention
 
 
-def renderings(row: ThreadRow) -> list[dict[str, Any]]:
-    """What the model was shown of this row, oldest first. A tool row's first digest is kept in
-    tool_digest_cache; a re-rendering replaces agent_messages.compact, so a row re-rendered twice
-    shows its first and its current rendering (the one between is in the events, not the projection)."""
+def renderings(row: ThreadRow, history: Sequence[Sequence[Any]] = ()) -> list[dict[str, Any]]:
+    """What the model was shown of this row, oldest first: the rendering it was written with, then
+    each re-rendering in the order applied (rendering_history, migration 011: `(made for round,
+    policy, compact, tokens)`). Without a history (a row projected before it was kept) a row
+    re-rendered twice shows its first and current renderings only."""
+    if history:
+        shown: list[dict[str, Any]] = []
+        if row.first_compact is not None:
+            shown.append({"label": "written", "tokens": row.first_tokens, "value": row.first_compact})
+        elif row.role in ("ai", "judge", "post"):  # written with compact NULL: the model saw the raw
+            shown.append({"label": "written (the raw)", "tokens": None, "value": row.content})
+        for made, policy, compact, tokens in history:
+            when = f", for round {made}" if made is not None else ""
+            shown.append({"label": f"{policy or 're-rendered'}{when}", "tokens": tokens, "value": compact})
+        return shown
     if row.compact is None:
         return [{"label": "raw (no compact)", "tokens": row.tokens}]
     shown = []
@@ -106,8 +117,10 @@ def renderings(row: ThreadRow) -> list[dict[str, Any]]:
     return shown
 
 
-def table_row(row: ThreadRow, raw_tokens: int, largest: int) -> dict[str, Any]:
-    shown = [{"label": r["label"], "tokens": r["tokens"]} for r in renderings(row)]
+def table_row(
+    row: ThreadRow, raw_tokens: int, largest: int, history: Sequence[Sequence[Any]] = ()
+) -> dict[str, Any]:
+    shown = [{"label": r["label"], "tokens": r["tokens"]} for r in renderings(row, history)]
     return {
         "seq": row.seq,
         "round": row.round,
@@ -126,7 +139,11 @@ def table_row(row: ThreadRow, raw_tokens: int, largest: int) -> dict[str, Any]:
         "round_shown": "-" if row.round is None else str(row.round),
         "raw_shown": f"{raw_tokens:,}",
         "context_shown": f"{row.tokens:,}",
-        "history": " → ".join(f"{r['label']} {r['tokens']:,}" for r in shown) if len(shown) > 1 else "",
+        "history": " → ".join(
+            f"{r['label']} {r['tokens']:,}" if r["tokens"] is not None else r["label"] for r in shown
+        )
+        if len(shown) > 1
+        else "",
     }
 
 
@@ -181,10 +198,11 @@ def posts(rows: Sequence[ThreadRow], records: Iterable[Sequence[Any]]) -> list[d
 
 
 def thread_view(
-    incident: Mapping[str, Any], rows: Sequence[ThreadRow], raw_tokens: Mapping[str, int], post_records: Any
-) -> dict[str, Any]:
+    incident: Mapping[str, Any], rows: Sequence[ThreadRow], raw_tokens: Mapping[str, int], post_records: Any,
+    history: Mapping[str, Sequence[Sequence[Any]]] | None = None,
+) -> dict[str, Any]:  # fmt: skip
     largest = max([*raw_tokens.values(), *(r.tokens for r in rows), 1])
-    table = [table_row(r, raw_tokens[r.id], largest) for r in rows]
+    table = [table_row(r, raw_tokens[r.id], largest, (history or {}).get(r.id, ())) for r in rows]
     return {
         "incident": dict(incident),
         "rows": table,

@@ -14,7 +14,9 @@ from typing import Any
 import psycopg
 
 from schemas.tokens import count_value_tokens
-from services.review import model, patterns, pod_events, queries
+from services.context_render.context import IncidentState
+from services.context_render.model_calls import thread_calls
+from services.review import calls, model, patterns, pod_events, queries, series, spans
 from services.review.model import ThreadRow
 
 PAGE_LINES = 200
@@ -118,7 +120,34 @@ def thread(
         return None
     rows = [_thread_row(r) for r in conn.execute(THREAD_ROWS_LEAN, (thread_ts,)).fetchall()]
     post_records = conn.execute(queries.POSTS, (thread_ts,)).fetchall()
-    return model.thread_view(incident, rows, raw_tokens(conn, rows), post_records)
+    return model.thread_view(incident, rows, raw_tokens(conn, rows), post_records, history(conn, thread_ts))
+
+
+def model_calls(
+    conn: psycopg.Connection, thread_ts: str, channels: frozenset[str] | None
+) -> dict[str, Any] | None:
+    """Every investigate and hypothesis call of the thread, rebuilt from its rows (tool raws not read:
+    the model was never sent them)."""
+    record = conn.execute(queries.INCIDENT, (thread_ts,)).fetchone()
+    incident = _incident(conn, thread_ts, channels)
+    if incident is None or record is None:
+        return None
+    _ts, service, status, rounds, opened_at, w_start, w_end, _channel, _slack_ts = record
+    state = IncidentState(service, status, w_start, w_end, rounds, opened_at)
+    kept = history(conn, thread_ts)
+    rows = [
+        calls.stored(_thread_row(r), kept.get(r[3], ()))
+        for r in conn.execute(THREAD_ROWS_LEAN, (thread_ts,)).fetchall()
+    ]
+    return calls.calls_view(incident, thread_calls(thread_ts, state, rows))
+
+
+def history(conn: psycopg.Connection, thread_ts: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Each row's re-renderings, in the order applied: row id -> [(made for round, policy, compact, tokens)]."""
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    for target, made, policy, compact, tokens in conn.execute(queries.HISTORY, (thread_ts,)).fetchall():
+        out.setdefault(target, []).append((made, policy, compact, tokens))
+    return out
 
 
 def _slices(sizes: list[int], offset: int, limit: int) -> list[tuple[int, int, int, int]]:
@@ -169,12 +198,13 @@ def row(
     if record is None:
         return None
     r = _thread_row(record)
+    mine = history(conn, thread_ts).get(r.id, [])
     loki = r.tool == "query_loki"
     args = {"thread_ts": thread_ts, "id": row_id, "limit": PAGE_LINES, "offset": offset}
     view: dict[str, Any] = {
         "incident": incident,
-        "row": model.table_row(r, raw_tokens(conn, [r])[r.id], 1),
-        "renderings": [{**x, "text": model.pretty(x.get("value"))} for x in model.renderings(r)],
+        "row": model.table_row(r, raw_tokens(conn, [r])[r.id], 1, mine),
+        "renderings": [{**x, "text": model.pretty(x.get("value"))} for x in model.renderings(r, mine)],
         "raw": _raw_page(conn, args, loki),
         "page_lines": PAGE_LINES,
         "offset": offset,
@@ -186,6 +216,14 @@ def row(
         view["patterns"] = patterns.loki_patterns(written)
         if pattern is not None:
             view["pattern"] = patterns.pattern_lines(conn, args, view["patterns"], pattern, PAGE_LINES)
+    elif r.tool == "query_prometheus":
+        view["patterns"] = series.series_items(written)
+        if pattern is not None:
+            view["pattern"] = series.series_points(conn, args, view["patterns"], pattern, PAGE_LINES)
+    elif r.tool == "query_tempo":
+        view["patterns"] = spans.groups(written)
+        if pattern is not None:
+            view["pattern"] = spans.group_spans(conn, args, view["patterns"], pattern, PAGE_LINES)
     elif r.tool == "get_pod_events":
         view["patterns"] = pod_events.groups(written)
         if pattern is not None:

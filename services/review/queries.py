@@ -162,3 +162,19 @@ ORDER BY e.i
 # Raw token counts: the rows of some threads, then the raws not yet counted.
 THREAD_IDS = "SELECT id, thread_ts FROM agent_messages WHERE thread_ts = ANY(%s)"
 CONTENTS = "SELECT id, content FROM agent_messages WHERE id = ANY(%s)"
+
+# A Prometheus raw's series (data.result of a query_range matrix), for tracing a series line.
+PROM_RESULT = """
+SELECT CASE WHEN jsonb_typeof(m.content -> 'data' -> 'result') = 'array' THEN m.content -> 'data' -> 'result' END
+FROM agent_messages m
+WHERE m.thread_ts = %(thread_ts)s AND m.id = %(id)s
+"""
+
+# One row's raw, whole (a Tempo trace: small beside a log answer), for tracing a span group.
+RAW_OF_ROW = "SELECT m.content FROM agent_messages m WHERE m.thread_ts = %(thread_ts)s AND m.id = %(id)s"
+
+# Each row's re-renderings in the order applied (migration 011), for one thread.
+HISTORY = """
+SELECT target_id, made_round, policy, compact, tokens FROM rendering_history
+WHERE thread_ts = %s ORDER BY seq
+"""

@@ -119,6 +119,15 @@ class ReviewApp:
             else self.answer(request, "thread.html", view)
         )
 
+    def calls(self, request: Request) -> Response:
+        with self.reader.connection() as conn:
+            view = pages.model_calls(conn, request.path_params["thread_ts"], self.channels)
+        return (
+            self.not_found(request, "such thread")
+            if view is None
+            else self.answer(request, "calls.html", view)
+        )
+
     def row(self, request: Request) -> Response:
         thread_ts, row_id = request.path_params["thread_ts"], request.path_params["row_id"]
         offset, pattern = _int(request, "offset", 0), request.query_params.get("pattern")
@@ -172,6 +181,7 @@ def build_app(reader: Reader, channels: frozenset[str] | None = None, *, redact:
             Route("/", review.incidents, methods=["GET", "HEAD"]),
             Route("/threads/{thread_ts}", review.thread, methods=["GET", "HEAD"]),
             Route("/threads/{thread_ts}/rows/{row_id}", review.row, methods=["GET", "HEAD"]),
+            Route("/threads/{thread_ts}/calls", review.calls, methods=["GET", "HEAD"]),
             Route("/diff/{after}", review.diff, methods=["GET", "HEAD"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],

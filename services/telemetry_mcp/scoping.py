@@ -18,7 +18,9 @@ from psycopg import sql
 from schemas import read_model
 from services.boundary.scope import Checked, ScopePolicy, check_call
 
-SCOPED_TOOLS = frozenset({"query_loki", "query_prometheus", "query_tempo", "get_pod_events"})
+SCOPED_TOOLS = frozenset(
+    {"query_loki", "query_prometheus", "query_tempo", "get_pod_events", "recall_incidents"}
+)
 
 
 class ScopeRefused(ValueError):

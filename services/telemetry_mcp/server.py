@@ -29,6 +29,7 @@ from services.telemetry_mcp import config as config_mod
 from services.telemetry_mcp.backends import Backend, Raw, make_backend
 from services.telemetry_mcp.config import TelemetryConfig
 from services.telemetry_mcp.evidence import EvidenceNotFound, EvidenceStore, EvidenceUnavailable
+from services.telemetry_mcp.incident_recall import BadRecall, IncidentRecall, RecallUnavailable
 from services.telemetry_mcp.scoping import ScopeRefused, ThreadScopes, checked_meta
 from services.telemetry_mcp.thread_search import BadSearch, ThreadSearch, ThreadSearchUnavailable
 from services.telemetry_mcp.timeparse import TimeArgError
@@ -44,6 +45,7 @@ TOOL_NAMES = (
     "get_pod_events",
     "get_evidence",
     "search_thread",
+    "recall_incidents",
 )
 EXPECTED = (
     ToolArgError,
@@ -54,6 +56,8 @@ EXPECTED = (
     ScopeRefused,
     BadSearch,
     ThreadSearchUnavailable,
+    BadRecall,
+    RecallUnavailable,
 )
 
 Time = Annotated[str, Field(description="RFC 3339 or Unix s/ns")]
@@ -89,6 +93,7 @@ def build_server(
     chosen: Backend = backend if backend is not None else make_backend(config)
     evidence = EvidenceStore(config.dsn, config.schema, config.timeout_s)
     threads = ThreadSearch(config.dsn, config.schema, config.timeout_s)
+    incidents = IncidentRecall(config.dsn, config.schema, config.timeout_s)
     scopes = ThreadScopes(config.dsn, config.schema, policy or policy_from_env(), config.timeout_s)
 
     async def checked(thread: str | None, tool: str, args: dict[str, Any]) -> Checked:
@@ -207,6 +212,21 @@ def build_server(
             if not thread:  # never unscoped: a search names the one thread it reads
                 raise ScopeRefused("search_thread refused: name the thread whose messages to search")
             return result_of(Raw.of(await threads.search(thread, query)))
+
+        return await _guard(found)
+
+    @app.tool()
+    async def recall_incidents(
+        query: Annotated[str, Field(description="words to match")],
+        thread: Thread = None,
+    ) -> CallToolResult:
+        """Incidents like this one (concurrent or past, how resolved), with reasons."""
+
+        async def found() -> CallToolResult:
+            if not thread:  # never unscoped: the thread's own channel decides what it may see
+                raise ScopeRefused("recall_incidents refused: name the thread whose incidents to recall")
+            await scopes.check(thread, "recall_incidents", {"query": query})  # even --unscoped
+            return result_of(Raw.of(await incidents.recall(thread, query)))
 
         return await _guard(found)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas.events import AlertReceived, ThreadPost
-from services.boundary.slack_escape import escape
+from schemas.events import AlertReceived, RecalledIncident, ThreadPost
+from services.boundary.slack_escape import escape, link
 
 LOCAL_MODEL = "local-deterministic"
 SECTION_CHARS = 2900  # Slack allows 3,000 characters in a section's text
@@ -46,8 +46,30 @@ def post_blocks(post: ThreadPost) -> tuple[str, list[dict[str, Any]]]:
             "elements": [{"type": "mrkdwn", "text": f"{escape(author(post.model))} · round {post.round}"}],
         },
     ]
+    if post.concurrent:
+        blocks.insert(1, concurrent_block(post.concurrent))
     label = {"summary": "Summary", "failure": "Round failed"}.get(post.kind, "Questions")
     return _clip(f"{label}: {lines[0]}", 300), blocks
+
+
+def concurrent_block(hits: list[RecalledIncident]) -> dict[str, Any]:
+    """The concurrent incidents recall found, rendered by code: each thread's link is built by `link`
+    (a Slack permalink recall checked), its reasons escaped (they quote log lines and people's words)."""
+    lines = ["*Concurrent incident" + ("s" if len(hits) > 1 else "") + "* (part of a wider outage?)"]
+    for h in hits:
+        where = _thread_link(h)
+        lines.append(f"• {where}: {escape('; '.join(h.reasons))}")
+    return {"type": "section", "text": {"type": "mrkdwn", "text": _clip("\n".join(lines))}}
+
+
+def _thread_link(hit: RecalledIncident) -> str:
+    """The thread's link when it is one the bot may post (an http(s) permalink), else its id as code."""
+    if hit.link:
+        try:
+            return link(hit.link, hit.thread)
+        except ValueError:
+            pass
+    return f"`{escape(hit.thread)}`"
 
 
 def alert_blocks(alert: AlertReceived) -> tuple[str, list[dict[str, Any]]]:

@@ -35,7 +35,7 @@ from services.context_render.context import (
     LoadedContext,
     repair_dangling_tool_calls,
 )
-from services.context_render.preamble import Trigger, render_preamble
+from services.context_render.preamble import Trigger, render_preamble, trigger_time
 from services.projector.mapping import (
     CacheDigest,
     CommitRound,
@@ -168,7 +168,8 @@ class Seeded:
         if plan.events:
             emitter.send(*plan.events)
             ctx = self.projection.context(wake.thread_ts)
-        preamble = render_preamble(ctx, round_, Trigger(wake.reason, wake.trigger_message_id, wake.user), now)
+        trigger = Trigger(wake.reason, wake.trigger_message_id, wake.user)
+        preamble = render_preamble(ctx, round_, trigger, trigger_time(ctx, trigger) or now)
         guard = guard_for(ctx, self.config, toolbox)
         tools = LocalToolPath(self.config, None, toolbox, emitter, alert_context(ctx), guard)  # type: ignore[arg-type]
         tools.projection = self.projection

@@ -21,7 +21,7 @@ from services.context_render.context import (
 )
 from services.context_render.input_budget import model_input_tokens
 from services.context_render.preamble import Trigger, render_preamble
-from services.context_render.rerender import plan_rerenders
+from services.context_render.rerender import counted_sources, plan_rerenders
 
 T = "1773458070.000100"
 NOW = datetime(2026, 3, 14, 4, 30, tzinfo=UTC)
@@ -209,8 +209,7 @@ def long_thread() -> list[ContextRow]:
 
 def test_rerender_policy_by_round_and_untouchables() -> None:
     rows = long_thread()
-    tool_names = {r.id: "query_loki" for r in rows if r.role == "tool"}
-    plan = plan_rerenders(rows, 4, budget=10, now=NOW, tool_names=tool_names)
+    plan = plan_rerenders(rows, 4, budget=10, now=NOW)
     by_target = {e.target_id: e for e in plan.events}
     # the previous round (3) gets a headline with its evidence id; older rounds one line
     assert by_target[f"{T}:3:tools:0"].policy == "headline"
@@ -398,7 +397,10 @@ def test_model_input_counts_the_tool_schemas_sent_beside_the_messages() -> None:
 
 
 def test_a_headline_shrinks_to_its_own_line_keeping_calls_and_without_repeating_itself() -> None:
-    fact = "198× 03:12:44–03:14:01 FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory"
+    fact = (
+        "198× 03:12:44–03:14:01 [app=checkout-api] "
+        "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory"
+    )
     noise = [f"{20 + i}× 03:00:00–03:10:00 GET /healthz 200 in {i} ms " * 3 for i in range(10)]
     loki = {"evidence": f"{T}:1:tools:0", "summary": "412 lines", "patterns": [fact, *noise]}  # errors first
     rows = [
@@ -410,18 +412,34 @@ def test_a_headline_shrinks_to_its_own_line_keeping_calls_and_without_repeating_
             {"text": "svc: 1 claim " + "x " * 50, "claims": [{"text": "c " * 80, "evidence_ids": ["e"]}]},
         ),
     ]
-    names = {f"{T}:1:tools:0": "query_loki"}
-    first = {e.target_id: e for e in plan_rerenders(rows, 2, budget=1, now=NOW, tool_names=names).events}
+    first = {e.target_id: e for e in plan_rerenders(rows, 2, budget=1, now=NOW).events}
     assert (
         first[f"{T}:1:tools:0"]
         .compact["headline"]
-        .startswith("query_loki: 198× 03:12:44–03:14:01 FATAL ERROR")
+        .startswith("198× 03:12:44–03:14:01 [app=checkout-api] FATAL ERROR")  # the framing names the tool
     )
     cut = [row(r.id, r.role, first[r.id].compact, call=r.tool_call_id) if r.id in first else r for r in rows]
     # a round later, round 1's headlines become one line each, from their own text
-    second = {e.target_id: e for e in plan_rerenders(cut, 3, budget=1, now=NOW, tool_names=names).events}
+    second = {e.target_id: e for e in plan_rerenders(cut, 3, budget=1, now=NOW).events}
     tool = second[f"{T}:1:tools:0"].compact
-    assert tool["re_rendered"] == "one_line" and tool["line"].count("query_loki:") == 1
+    assert tool["re_rendered"] == "one_line" and tool["line"].count("198×") == 1
     hyp = second[f"{T}:1:hypothesis:0"].compact
     assert hyp["line"].startswith("svc: 1 claim") and "evidence_ids" not in hyp
     assert all(second[k].tokens < first[k].tokens for k in second)
+
+
+def test_a_headline_counts_the_sources_of_its_fact_and_leaves_their_names_to_the_evidence() -> None:
+    fact = "198× 03:12:44–03:14:01 [2 of 4 pods: checkout-api-7d9f8b6c5-{m8p3z,x2k4q}] FATAL ERROR: JS heap"
+    rows = [
+        ai_calls(f"{T}:1:investigate:0", ("c1", "query_loki", {"query": "q"})),
+        row(f"{T}:1:tools:0", "tool", {"summary": "412 lines", "patterns": [fact, "9× x " * 40]}, call="c1"),
+    ]
+    plan = plan_rerenders(rows, 2, budget=1, now=NOW)
+    headline = next(e for e in plan.events if e.target_id == f"{T}:1:tools:0").compact["headline"]
+    assert headline == "198× 03:12:44–03:14:01 [2 of 4 pods] FATAL ERROR: JS heap"
+    # the other parts of an attribution stay; a source named alone is the fact itself
+    assert (
+        counted_sources("5× [app=kafka; 2 of 3 pods: kafka-0, kafka-2] E") == "5× [app=kafka; 2 of 3 pods] E"
+    )
+    assert counted_sources("5× [pod api-0 only] E") == "5× [pod api-0 only] E"
+    assert counted_sources("5× [app=api] E: a: b") == "5× [app=api] E: a: b"

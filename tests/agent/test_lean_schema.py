@@ -54,9 +54,11 @@ def test_the_telemetry_tool_schemas_are_terse() -> None:
     tools = asyncio.run(build_server(config_mod.load({}, None)).list_tools())
     specs = [tool_spec(t) for t in tools if t.name != "get_evidence"]
     assert sorted(s["function"]["name"] for s in specs) == [
-        "get_pod_events", "query_loki", "query_prometheus", "query_tempo", "search_thread"
+        "get_pod_events", "query_loki", "query_prometheus", "query_tempo", "recall_incidents", "search_thread"
     ]  # fmt: skip
-    telemetry = [s for s in specs if s["function"]["name"] != "search_thread"]
+    telemetry = [s for s in specs if s["function"]["name"] not in ("search_thread", "recall_incidents")]
+    recall = [s for s in specs if s["function"]["name"] == "recall_incidents"]
+    assert count_tokens(render_for_model(recall)) < 64  # issue 37's tool
     search = [s for s in specs if s["function"]["name"] == "search_thread"]
     assert count_tokens(render_for_model(telemetry)) < 350  # 495 before terse descriptions, 568 with titles
     assert count_tokens(render_for_model(search)) < 80

@@ -28,6 +28,7 @@ import httpx
 import openai
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_openai.chat_models.base import _convert_message_to_dict
 
 from deploy.local.openai_standin import LABEL_HEADER, MODEL, STANDIN, OpenAIStandin, WireCall, running
 from deploy.local.pipeline import Proc
@@ -47,6 +48,7 @@ from services.compactor.stream import compact_event
 from services.compactor.stream_selector import load_selector
 from services.context_render import prompts
 from services.context_render.context import ContextRow, repair_dangling_tool_calls, to_messages
+from services.context_render.model_calls import StoredRow, thread_calls
 from services.projector.mapping import Row
 
 from . import inprocess
@@ -510,3 +512,52 @@ def test_cli_prints_the_base_url_and_serves(tmp_path: Path) -> None:
         assert response.status_code == 200 and response.json()["model"] == MODEL
     finally:
         proc.stop(15)
+
+
+def _stored_rows(played: Played) -> list[StoredRow]:
+    """The played thread's projection as the review page reads it: rows beside their first digest."""
+    projection = played.thread.projection
+    first = {d.message_id: (json.loads(d.compact), d.tokens) for d in projection.cache.values()}
+    return [
+        StoredRow(
+            r.id,
+            r.role,
+            r.tool_call_id,
+            r.round,
+            json.loads(r.content),
+            json.loads(r.compact) if r.compact else None,
+            r.tokens,
+            *first.get(r.id, (None, None)),
+        )
+        for r in projection.rows
+    ]
+
+
+def test_the_model_calls_rebuilt_from_the_rows_are_what_crossed_the_wire(both: Both) -> None:
+    """Issue 38 item 4: every investigate and hypothesis call, rebuilt from the projected rows by the
+    agent's own rendering (services/context_render/model_calls.py), is the request the endpoint got,
+    message for message, and its tokens are the agent's own count of that call's input."""
+    played = both.wire
+    projection = played.thread.projection
+    thread_ts = projection.rows[0].thread_ts
+    state = projection.context(thread_ts).state
+    rebuilt = thread_calls(thread_ts, state, _stored_rows(played))
+    assert [(c.round, c.node) for c in rebuilt] == [
+        (1, "investigate"), (1, "hypothesis"), (2, "investigate"), (2, "investigate"), (2, "hypothesis"),
+    ]  # fmt: skip
+    assert all(not c.inexact for c in rebuilt)  # no row of the seed thread is re-rendered
+    chat = [c for c in both.calls if "Candidates (JSON lines)" not in json.dumps(c.body["messages"])]
+    agent_calls = [c for c in chat if not c.body["messages"][0]["content"].startswith(prompts.JUDGE)]
+    assert len(agent_calls) == len(rebuilt)
+    for call, wire in zip(rebuilt, agent_calls, strict=True):
+        mine = [_convert_message_to_dict(m) for m in call.messages]
+        assert mine == wire.body["messages"], call.node
+        assert ("tools" in wire.body) == call.tool_schemas_sent
+    counted = [(r, node, tokens) for r, node, tokens in played.thread.calls if node != "judge"]
+    assert [(c.round, c.node, c.input_tokens(played.tool_specs)) for c in rebuilt] == counted
+    # what the page says of the rows round 2 was sent: round 1's re-rendered to headlines (invariant 10), the rest whole
+    stored = {r.id: r for r in _stored_rows(played)}
+    assert [s.id for s in rebuilt[-1].rows] == [r.id for r in projection.rows if r.round != 2]
+    hows = {s.id: s.how for s in rebuilt[-1].rows}
+    assert {i for i, how in hows.items() if how != "whole"} == {i for i, r in stored.items() if r.re_rendered}
+    assert set(hows.values()) == {"whole", "re-rendered (headline)"}

@@ -238,3 +238,40 @@ def test_json_lines_show_their_message_and_fields_without_time_and_level() -> No
     )
     anatomy = split_line(line, learn_header([line]))
     assert (anatomy.level, anatomy.message) == ("error", "upstream failed code=502")
+
+
+def test_logfmt_lines_are_read_as_fields_with_the_error_kept_beside_the_message() -> None:
+    """logfmt (and Go slog's text handler): time and level are header, `msg` is the message, an error
+    field follows it whatever its place in the line, and prose holding `a=b` stays prose."""
+    shape = learn_header([])
+    line = 'time=2026-03-14T03:12:01Z level=ERROR msg="charge failed" id=3 err="dial tcp: connection refused"'
+    read = split_line(line, shape)
+    assert read.level == "error"
+    assert read.message == 'charge failed err="dial tcp: connection refused" id=3'
+    assert "time=2026-03-14T03:12:01Z" in read.header
+    assert split_line("payload cache size=48211 evictions=0", shape).message.startswith("payload cache")
+    assert split_line("a=1 b=2", shape).level is None  # no message nor level key: not a log record
+    lines = [
+        f'time=2026-03-14T03:12:{i:02d}Z level=error msg="charge failed" id={i} err="dial tcp: refused"'
+        for i in range(40)
+    ] + [f'time=2026-03-14T03:13:{i:02d}Z level=info msg="request done" id={i} ms={i * 7}' for i in range(60)]
+    raw = loki_response([({"app": "api"}, [(ns_at(3, 12, i), line) for i, line in enumerate(lines)])])
+    compact = compact_tool_result("query_loki", raw, {}, budget=300).compact
+    shown = compact["patterns"]
+    assert len(shown) == 2 and shown[0].startswith("40×") and shown[1].startswith("60×")
+    assert 'charge failed err="dial tcp: refused"' in shown[0]
+
+
+def test_an_access_log_line_is_an_error_when_the_server_failed() -> None:
+    """nginx/Apache combined log: client and time are header, a 5xx is an error line; lines that
+    differ only in their status digits are still read one by one (the status is the level)."""
+    shape = learn_header([])
+    line = '10.42.2.40 - - [14/Mar/2026:03:12:44 +0000] "POST /api/v1/checkout HTTP/1.1" 502 157 "-" "curl/8.5.0"'
+    read = split_line(line, shape)
+    assert read.level == "error" and read.message.startswith('"POST /api/v1/checkout HTTP/1.1" 502')
+    ok = line.replace(" 502 ", " 200 ")
+    lines = [ok] * 30 + [line] * 7
+    raw = loki_response([({"app": "gw"}, [(ns_at(3, 12, i), text) for i, text in enumerate(lines)])])
+    shown = compact_tool_result("query_loki", raw, {}, budget=300).compact["patterns"]
+    assert shown[0].startswith("7×") and " 502 " in shown[0] and "ERROR" in shown[0]
+    assert any(p.startswith("30×") and " 200 " in p for p in shown[1:])

@@ -229,3 +229,45 @@ def test_the_signature_counts_equal_a_recount_of_the_profiles(projected: psycopg
         "SELECT key, n FROM incident_signature_counts WHERE n <> 0 ORDER BY key"
     ).fetchall()
     assert kept == recount and len(kept) >= 4
+
+
+RECALL_KEYS_FROM_PROFILES = """
+SELECT p.thread_ts, k.key, p.channel, p.private, p.opened_at FROM incident_profiles p, LATERAL (
+    SELECT unnest(p.signatures) AS key UNION SELECT 'reason:' || unnest(p.reason_keys)
+    UNION SELECT 'label:' || p.alertname || '/' || p.service WHERE p.alertname IS NOT NULL AND p.service IS NOT NULL
+) k WHERE p.channel IS NOT NULL AND p.opened_at IS NOT NULL ORDER BY 1, 2
+"""
+
+
+def test_the_recall_index_equals_the_profiles_keys(projected: psycopg.Connection) -> None:
+    """Recall's candidates come from incident_recall_keys, kept by diffs batch by batch; it must equal the
+    keys of the profiles as they now are (batch=7 made every profile change several times)."""
+    kept = projected.execute("SELECT * FROM incident_recall_keys ORDER BY 1, 2").fetchall()
+    assert kept == projected.execute(RECALL_KEYS_FROM_PROFILES).fetchall()
+    assert {r[0] for r in kept} >= {QUERY, PAST, CONCURRENT_PAY} and len(kept) >= 12
+
+
+def test_the_batch_upsert_writes_what_the_row_upsert_writes(pg_conn: psycopg.Connection) -> None:
+    """The projector upserts a batch's profiles as one JSON document; every column, array order included,
+    must be what the one-row statement writes (the benchmarks write with that one)."""
+    from schemas.incident_profile import Profile
+    from services.projector.profile_store import (
+        UPSERT_PROFILE,
+        UPSERT_PROFILES,
+        profile_params,
+        profiles_document,
+    )
+
+    profile = Profile(
+        thread_ts="a", alertname="KubePodOOMKilled", labels={"service": "checkout", "severity": "critical"},
+        channel="C0X", private=False, opened_at="2026-03-14T03:00:00+00:00", patterns={OOM.lower(): 3, "b": 1},
+        error_patterns=(OOM.lower(),), reasons={"OOMKilling": 2}, shapes=("mem:rising",),
+        claims=("z claim", "a claim"), decisions=("rolled back to 3.13.2", "raised the limit"),
+        discussion="heap grows; 'quoted' \"text\" \\ ünïcode",
+    )  # fmt: skip
+    one, many = profile_params(profile), profile_params(Profile(**{**profile.__dict__, "thread_ts": "b"}))
+    pg_conn.execute(UPSERT_PROFILE, one)
+    pg_conn.execute(UPSERT_PROFILES, (profiles_document([many]),))
+    rows = pg_conn.execute("SELECT * FROM incident_profiles ORDER BY thread_ts").fetchall()
+    assert [r[1:-1] for r in rows[:1]] == [r[1:-1] for r in rows[1:]] and rows[0][-1] != rows[1][-1]
+    assert rows[0][16] == ["z claim", "a claim"]

@@ -14,7 +14,7 @@ import psycopg
 from confluent_kafka import Producer
 
 from deploy.local.testdata import T0, synthetic_round, synthetic_thread
-from schemas.events import EventBase, IncidentStateChanged, ReRendered
+from schemas.events import EventBase, IncidentStateChanged, RecalledIncident, RecallRecorded, ReRendered
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
 from services.projector.projector import Projector, ProjectorConfig
@@ -53,6 +53,13 @@ def history() -> list[EventBase]:
             window_end=T0 + timedelta(hours=1),
             opened_at=T0,
         ),
+        RecallRecorded(  # the agent's recall at b's open (issue 37): a row the replay re-derives as it was
+            thread_ts=b,
+            message_id=message_id(b, None, "recall", 0),
+            event_time=T0 + timedelta(minutes=1),
+            channel="C0INCIDENT",
+            hits=[RecalledIncident(thread=a, kind="concurrent", score_milli=612, reasons=["same service"])],
+        ),
     ]
     mixed = [e for pair in zip(thread_a, thread_b, strict=False) for e in pair]
     return [*mixed, *thread_a[len(thread_b) :], *extras, *thread_a[:5]]  # and some late duplicates
@@ -68,6 +75,7 @@ def snapshot(conn: psycopg.Connection, schema: str) -> dict[str, list[tuple[obje
         "incident_profile_facts": "SELECT * FROM {}.incident_profile_facts ORDER BY 1, 2",
         "incident_profiles": "SELECT * FROM {}.incident_profiles ORDER BY thread_ts",
         "incident_signature_counts": "SELECT * FROM {}.incident_signature_counts WHERE n <> 0 ORDER BY key",
+        "incident_recall_keys": "SELECT * FROM {}.incident_recall_keys ORDER BY 1, 2",
     }
     out = {name: conn.execute(sql.format(f'"{schema}"')).fetchall() for name, sql in q.items()}
     conn.commit()
@@ -116,13 +124,18 @@ def test_replay_into_a_fresh_schema_equals_the_live_projection(
         assert "ev/s" in done.stderr  # the progress bar, with its rate
         assert f"replayed {len(events):,} events" in done.stdout
         replayed, original = snapshot(pg_conn, into), snapshot(pg_conn, pg_schema)
-        assert len(original["agent_messages"]) == 40
+        assert len(original["agent_messages"]) == 41  # 40 and the recall row
         assert original["round_staging"]  # the dead round stays staged, in both
         for name in original:
             assert replayed[name] == original[name], name
         profiles = {p[0]: p for p in original["incident_profiles"]}
         assert set(profiles) == {"1710500001.000100", "1710500002.000100"}  # and rebuilt identically
         assert profiles["1710500001.000100"][1] == "HighErrorRate"
+        recalled = {r[0]: r for r in replayed["agent_messages"]}[
+            message_id("1710500002.000100", None, "recall", 0)
+        ]
+        content = json.loads(json.dumps(recalled[5]))
+        assert recalled[3] == "alert" and content["recall"][0]["thread"] == "1710500001.000100"
         rerendered = {r[0]: r for r in replayed["agent_messages"]}[
             message_id("1710500001.000100", 1, "tools", 0)
         ]

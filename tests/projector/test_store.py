@@ -262,3 +262,28 @@ def test_the_voices_records_project_once_whatever_the_plan(
     apply_events(pg_conn, [e for e in [*records, *thread] for _ in (0, 1)], pg_schema, batch=3, plans=plans)
     assert table(pg_conn, "slack_posts", order="post_id, phase") == once
     assert not [r for r in messages(pg_conn) if ":voice:" in r[0]]  # the voice's records are not context
+
+
+def test_each_re_rendering_is_kept_in_order_once(pg_conn: psycopg.Connection, pg_schema: str) -> None:
+    """Migration 011: a row re-rendered twice keeps both renderings in rendering_history, in the order
+    applied, with the round each was made for; a redelivery adds nothing (invariant 2)."""
+    assert apply_events(pg_conn, synthetic_thread(T, T0), pg_schema) == []
+    target = message_id(T, 1, "tools", 0)
+
+    def rr(round_: int, policy: str, compact: dict) -> ReRendered:
+        return ReRendered(
+            thread_ts=T, message_id=message_id(T, None, "rerender", f"r{round_}-1-tools-0"),
+            event_time=T0 + timedelta(hours=round_), target_id=target, compact=compact,
+            tokens=count_value_tokens(compact), policy=policy,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    events = [rr(2, "headline", {"headline": "h", "re_rendered": "headline"}),
+              rr(3, "one_line", {"line": "l", "re_rendered": "one_line"})]  # fmt: skip
+    assert apply_events(pg_conn, [*events, *events], pg_schema) == []
+    history = pg_conn.execute(
+        "SELECT target_id, made_round, policy, compact FROM rendering_history ORDER BY seq"
+    ).fetchall()
+    assert history == [
+        (target, 2, "headline", {"headline": "h", "re_rendered": "headline"}),
+        (target, 3, "one_line", {"line": "l", "re_rendered": "one_line"}),
+    ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
 from schemas.recall import may_see, visible_channels
 from schemas.recall_scoring import Candidate, Rarity, rank
 
@@ -62,3 +65,55 @@ def test_visibility_same_channel_or_mapped_public_never_another_private() -> Non
     assert not may_see("C0CHECKOUT", None, False, groups)  # channel unknown: fails closed
     assert not may_see(None, "C0PAY", False, groups)
     assert visible_channels("C0CHECKOUT", groups) == ["C0CHECKOUT", "C0PAY"]
+
+
+ERRORS = [f"error {w} failed after <n>ms" for w in ("heap", "pool", "lock", "dns", "disk", "quota")]
+PLAIN = [f"get /api/{w} 200 in <n>ms" for w in ("items", "orders", "health", "cart")]
+REASONS = ["OOMKilling", "BackOff", "Unhealthy", "Evicted"]
+
+
+@st.composite
+def look_alike_case(draw: st.DrawFn) -> tuple[Candidate, Candidate, Candidate, Rarity]:
+    """A query, its true match (holding all of the query's error patterns), and a look-alike that copies the
+    query's labels, pod reasons, series and words but whose error signature differs (a minority of the query's
+    errors by rarity at most); rarity drawn freely."""
+    keys = ERRORS + PLAIN + [f"reason:{r}" for r in REASONS]
+    total = draw(st.integers(10, 100_000))
+    rarity = Rarity(total, {k: draw(st.integers(1, total)) for k in keys})
+    q_errors = draw(st.sets(st.sampled_from(ERRORS), min_size=1, max_size=4))
+    a_errors = draw(st.sets(st.sampled_from(ERRORS), max_size=4))
+    shared = sum(rarity.idf(k) for k in q_errors & a_errors) / sum(rarity.idf(k) for k in q_errors)
+    assume(shared < 0.5)
+    plain = lambda: {k: draw(st.integers(1, 500)) for k in draw(st.sets(st.sampled_from(PLAIN)))}  # noqa: E731
+    reasons = {r: 1 for r in draw(st.sets(st.sampled_from(REASONS)))}
+    words = frozenset(draw(st.sets(st.sampled_from(["heap", "oom", "deploy", "rollback", "pager"]))))
+    labels = {
+        "alertname": "KubePodOOMKilled",
+        "service": "checkout-api",
+        "namespace": "shop",
+        "cluster": "eu-1",
+    }
+
+    def make(thread: str, errors: set[str], extra: dict[str, int], **kw: object) -> Candidate:
+        base = dict(thread_ts=thread, labels=labels, channel="C0INC", private=False, opened_at=0.0,
+                    resolved_at=10.0, patterns={**extra, **dict.fromkeys(errors, 5)}, error_patterns=frozenset(errors),
+                    reasons=reasons, shapes=frozenset({"mem:rising"}), lexemes=words)  # fmt: skip
+        return Candidate(**{**base, **kw})  # type: ignore[arg-type]
+
+    query = make("q", q_errors, plain(), opened_at=100 * HOUR, resolved_at=None)
+    other_errors = draw(st.sets(st.sampled_from(ERRORS)))
+    true = make("true", q_errors | other_errors, plain(), labels={"alertname": "X", "service": "payments"},
+                reasons={}, shapes=frozenset(), lexemes=frozenset())  # fmt: skip
+    alike = make("alike", a_errors, {**plain(), **{k: 1 for k in query.patterns if k in PLAIN}})
+    return query, true, alike, rarity
+
+
+@settings(max_examples=150, deadline=None)
+@given(look_alike_case())
+def test_property_a_look_alike_with_another_error_signature_never_ranks_above_the_true_match(
+    case: tuple[Candidate, Candidate, Candidate, Rarity],
+) -> None:
+    query, true, alike, rarity = case
+    ranked = [h.thread_ts for h in rank(query, [alike, true], rarity, k=5)]
+    assert "true" in ranked
+    assert "alike" not in ranked or ranked.index("true") < ranked.index("alike")

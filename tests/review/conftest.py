@@ -64,7 +64,7 @@ def demo_thread(stack: object, tmp_path_factory: pytest.TempPathFactory) -> Demo
     """The seed incident run end to end by `incident-memory demo` (real services, Kafka, Postgres)."""
     cache = tmp_path_factory.mktemp("demo")
     done = subprocess.run(
-        [sys.executable, "-m", "services.cli", "demo", "--cache-dir", str(cache)],
+        [sys.executable, "-m", "deploy.local.devcli", "demo", "--cache-dir", str(cache)],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -7,6 +7,8 @@ payloads is loaded without running any of them. Screenshots go to docs/ (linked 
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -141,3 +143,50 @@ def test_hostile_content_is_shown_and_never_run(
                 _shot(chrome, "review-hostile.png")
         csp = httpx.get(served.url + f"/threads/{ts}").headers["content-security-policy"]
     assert "script-src 'self'" in csp and "'unsafe-inline'" not in csp and "object-src 'none'" in csp
+
+
+def _agent_counts(demo: DemoThread) -> list[tuple[int, str, int]]:
+    """(round, node, message tokens) of each investigate and hypothesis call, as the demo's agent
+    counted and logged them (services/agent/graph.py `ask`)."""
+    found = re.search(r"logs in (\S+);", demo.output)
+    assert found, demo.output[-2000:]
+    counted = []
+    for line in (Path(found.group(1)) / "agent.log").read_text(errors="replace").splitlines():
+        rec = json.loads(line) if line.startswith("{") else {}
+        if (
+            rec.get("msg") == "model call"
+            and rec.get("thread_ts") == demo.thread_ts
+            and rec["node"] != "judge"
+        ):
+            counted.append((int(rec["round"]), str(rec["node"]), int(rec["message_tokens"])))
+    return counted
+
+
+def test_a_model_call_shows_the_tokens_the_agent_counted(
+    chrome: Any, demo_thread: DemoThread, serve_schema
+) -> None:
+    """Issue 38 item 4 in the browser: each model call, rebuilt from the rows, has the message tokens
+    the agent counted when it sent that call, and its parts add up to them."""
+    from selenium.webdriver.common.by import By
+
+    with serve_schema(demo_thread.schema) as served:
+        chrome.get(f"{served.url}/threads/{demo_thread.thread_ts}")
+        chrome.find_element(By.ID, "calls-link").click()
+        sections = chrome.find_elements(By.CSS_SELECTOR, "section.model-call")
+        page = []
+        for section in sections:
+            tokens = int(section.find_element(By.CSS_SELECTOR, ".message-tokens").text.replace(",", ""))
+            parts = [
+                int(td.text.replace(",", ""))
+                for td in section.find_elements(By.CSS_SELECTOR, "td.part-tokens")
+            ]
+            assert sum(parts) == tokens
+            page.append(
+                (int(section.get_attribute("data-round")), section.get_attribute("data-node"), tokens)
+            )
+        last = sections[-1]
+        last.find_element(By.CSS_SELECTOR, "details summary").click()  # open the call's preamble
+        chrome.execute_script("arguments[0].scrollIntoView()", last)
+        _shot(chrome, "review-model-call.png")
+    counted = _agent_counts(demo_thread)
+    assert page and page == counted, (page, counted)

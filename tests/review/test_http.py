@@ -202,3 +202,140 @@ def test_a_pod_events_group_leads_to_the_events_it_sums(serve_schema, pg_schema:
     assert (got["stated"], got["found"], got["events"], got["agrees"]) == (15, 15, 2, True)
     assert [line["n"] for line in got["lines"]] == [0, 1]
     assert (other["found"], other["agrees"]) == (1, True)
+
+
+def test_a_prometheus_series_line_leads_to_the_samples_of_each_trend_segment(
+    serve_schema, pg_schema: str, owner_conn
+) -> None:
+    """Issue 38 item 3: a trend segment (`rising ... from 03:02:00`) is traced to the points behind it."""
+    ts = "1710000000.000012"
+    insert_incident(owner_conn, ts, "checkout", "C0PROM")
+    start = 1773457200  # 2026-03-14 03:00:00Z
+    flat_then_rising = [[start + 60 * i, str(100 if i < 2 else 100 + 50 * (i - 1))] for i in range(5)]
+    raw = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                {"metric": {"pod": "a-1"}, "values": flat_then_rising},
+                {"metric": {"pod": "b-1"}, "values": [[start, "1"], [start + 60, "1"]]},
+                {"metric": {"pod": "b-2"}, "values": [[start, "2"]]},
+            ],
+        },
+    }
+    compact = {
+        "series": [
+            "{pod=a-1}: max=last 250; flat ~100, then rising ~50/min from 03:02:00",
+            "2 series {pod=b-*}: 1..2",
+        ]
+    }
+    insert_row(owner_conn, f"{ts}:1:tools:0", ts, 1, "tool", raw, compact, "call_1")
+    owner_conn.execute(
+        "INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens,"
+        " created_at) VALUES (%s, 'query_prometheus', 'h', %s, 'call_1', %s, 1, now())",
+        (ts, f"{ts}:1:tools:0", json.dumps(compact)),
+    )
+    row = f"/threads/{ts}/rows/{ts}:1:tools:0"
+    with serve_schema(pg_schema) as served, httpx.Client(base_url=served.url) as http:
+        one = http.get(row, params={"pattern": "0"}, headers={"Accept": "application/json"}).json()["pattern"]
+        group = http.get(row, params={"pattern": "1"}, headers={"Accept": "application/json"}).json()[
+            "pattern"
+        ]
+        page = http.get(row, params={"pattern": "0"}).text
+    assert (one["stated"], one["found"], one["listed"], one["agrees"]) == (1, 1, 5, True)
+    flat, rising = one["segments"]
+    assert (flat["label"], flat["points"], flat["min"], flat["max"]) == ("start", 2, 100, 100)
+    assert (rising["label"], rising["points"], rising["first"], rising["last"]) == (
+        "from 03:02:00",
+        3,
+        "150",
+        "250",
+    )
+    assert [line["ts"] for line in one["lines"]] == [
+        "03:00:00",
+        "03:01:00",
+        "03:02:00",
+        "03:03:00",
+        "03:04:00",
+    ]
+    assert (group["stated"], group["found"], group["listed"], group["agrees"]) == (2, 2, 3, True)
+    assert "from 03:02:00" in page and 'id="segments"' in page
+
+
+def _span(span_id: str, name: str, code: int, message: str = "", ms: int = 10) -> dict:
+    return {"spanId": span_id, "name": name, "startTimeUnixNano": "1773457200000000000",
+            "endTimeUnixNano": str(1773457200000000000 + ms * 1_000_000),
+            "status": {"code": code, "message": message}}  # fmt: skip
+
+
+def test_a_tempo_error_group_leads_to_its_spans(serve_schema, pg_schema: str, owner_conn) -> None:
+    """Issue 38 item 3: an error group of a trace's compact is traced to the spans it counts."""
+    ts = "1710000000.000013"
+    insert_incident(owner_conn, ts, "checkout", "C0TEMPO")
+    spans = [
+        _span("a1", "payment.charge", 2, "upstream timeout", 101),
+        _span("a2", "payment.charge", 2, "upstream timeout", 140),
+        _span("a3", "payment.charge", 2, "card declined"),
+        _span("a4", "payment.charge", 0),
+    ]
+    batch = {"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "checkout-api"}}]},
+             "scopeSpans": [{"spans": spans}]}  # fmt: skip
+    raw = {"batches": [batch]}
+    compact = {
+        "groups": [
+            '2× 03:00:00.000 checkout-api payment.charge ERROR "upstream timeout" 101..140ms',
+            '1× checkout-api payment.charge ERROR "card declined" 10ms',
+        ]
+    }
+    insert_row(owner_conn, f"{ts}:1:tools:0", ts, 1, "tool", raw, compact, "call_1")
+    owner_conn.execute(
+        "INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens,"
+        " created_at) VALUES (%s, 'query_tempo', 'h', %s, 'call_1', %s, 1, now())",
+        (ts, f"{ts}:1:tools:0", json.dumps(compact)),
+    )
+    row = f"/threads/{ts}/rows/{ts}:1:tools:0"
+    with serve_schema(pg_schema) as served, httpx.Client(base_url=served.url) as http:
+        first = http.get(row, params={"pattern": "0"}, headers={"Accept": "application/json"}).json()[
+            "pattern"
+        ]
+        second = http.get(row, params={"pattern": "1"}, headers={"Accept": "application/json"}).json()[
+            "pattern"
+        ]
+        page = http.get(row, params={"pattern": "0"}).text
+    assert (first["stated"], first["found"], first["agrees"]) == (2, 2, True)
+    assert [line["ts"] for line in first["lines"]] == ["101.0ms", "140.0ms"]
+    assert (second["stated"], second["found"], second["agrees"]) == (1, 1, True)
+    assert "Error groups → their spans" in page and "span a1" in page
+
+
+def test_a_row_re_rendered_twice_shows_each_rendering_in_order(
+    serve_schema, pg_schema: str, owner_conn
+) -> None:
+    """Issue 38 item 2: each rendering a row had, in order (rendering_history, migration 011), the one
+    between the first and the current included."""
+    ts = "1710000000.000014"
+    insert_incident(owner_conn, ts, "checkout", "C0RR")
+    row_id = f"{ts}:1:tools:0"
+    digest = {"summary": "1,000 lines"}
+    headline = {"re_rendered": "headline", "headline": "h"}
+    line = {"re_rendered": "one_line", "line": "l"}
+    insert_row(owner_conn, row_id, ts, 1, "tool", {"raw": 1}, line, "call_1")
+    owner_conn.execute(
+        "INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens,"
+        " created_at) VALUES (%s, 'query_loki', 'h', %s, 'call_1', %s, 7, now())",
+        (ts, row_id, json.dumps(digest)),
+    )
+    for made, policy, compact, tokens in ((2, "headline", headline, 5), (3, "one_line", line, 3)):
+        owner_conn.execute(
+            "INSERT INTO rendering_history (event_id, thread_ts, target_id, made_round, policy, compact, tokens)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (f"{ts}:-:rerender:r{made}-1-tools-0", ts, row_id, made, policy, json.dumps(compact), tokens),
+        )
+    with serve_schema(pg_schema) as served, httpx.Client(base_url=served.url) as http:
+        thread = http.get(f"/threads/{ts}", headers={"Accept": "application/json"}).json()
+        one = http.get(f"/threads/{ts}/rows/{row_id}", headers={"Accept": "application/json"}).json()
+    shown = next(r for r in thread["rows"] if r["id"] == row_id)
+    assert [(x["label"], x["tokens"]) for x in shown["renderings"]] == [
+        ("written", 7), ("headline, for round 2", 5), ("one_line, for round 3", 3),
+    ]  # fmt: skip
+    assert [x["value"] for x in one["renderings"]] == [digest, headline, line]
