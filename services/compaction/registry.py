@@ -28,7 +28,7 @@ from services.compaction.config import (
     load_config,
 )
 from services.compaction.fit import Fitted, FormCosts, fit, form_cost, render
-from services.compaction.model import BudgetExceeded, Item, RawFormatError
+from services.compaction.model import BudgetExceeded, Draft, Item, RawFormatError
 from services.compaction.selector import Candidate, LocalDeterministicSelector, Selector
 from services.compaction.tool_error import failure_digest, tool_failure
 
@@ -104,6 +104,94 @@ def _best(fits: list[Fitted | None], pinned: list[int]) -> _Pick | None:
     return best
 
 
+def _ask(
+    draft: Draft,
+    variants: list[list[Item]],
+    limit: int,
+    cache: FormCosts,
+    selector: Selector | None,
+    context: dict[str, Any],
+) -> Selection:
+    """Ask the selector which unpinned items to keep, within the room the tersest pinned variant leaves."""
+    roomiest = fit(draft, variants[-1], limit, cache=cache, upgrade=False)
+    room = limit - (roomiest.tokens if roomiest is not None else limit)
+    chooser = selector if selector is not None else LocalDeterministicSelector()
+    return chooser.select(_candidates(draft.items, cache), max(room, 0), context)
+
+
+def _fit_selection(
+    draft: Draft,
+    variants: list[list[Item]],
+    optional: list[Item],
+    sel: Selection,
+    limit: int,
+    cache: FormCosts,
+) -> tuple[_Pick | None, tuple[str, ...]]:
+    """The best fit of the pinned items then the selection's, in its order; and the ids it named that
+    no item has (ignored, logged)."""
+    known = {it.id for it in draft.items} | {it.id for v in variants for it in v}
+    ignored = tuple(i for i in sel.ids if i not in known)
+    if ignored:
+        log.warning("selector %s returned unknown ids, ignored: %s", sel.model, list(ignored[:10]))
+    by_id = {it.id: it for it in optional}
+    chosen = [by_id[i] for i in dict.fromkeys(sel.ids) if i in by_id]
+    rest = [it for it in optional if it.id not in {c.id for c in chosen}]
+    # What the selection leaves out is counted, never shown: at most its ids are kept.
+    picked = _best(
+        [fit(draft, [*v, *chosen, *rest], limit, most=len(v) + len(chosen), cache=cache) for v in variants],
+        [len(v) for v in variants],
+    )
+    return picked, ignored
+
+
+Fit = tuple[Fitted | tuple[dict[str, Any], int], Selection | None, tuple[str, ...]]
+
+
+def _fit_draft(
+    draft: Draft,
+    tool: str,
+    limit: int,
+    selector: Selector | None,
+    recorded_selection: Selection | None,
+    context: dict[str, Any],
+) -> Fit:
+    """Steps 1-4 of `compact_tool_result` on a draft: (the fit or (compact, tokens), selection, ignored ids)."""
+    items = draft.items
+    pinned = [it for it in items if it.pinned]
+    optional = [it for it in items if not it.pinned]
+    if draft.headers:
+        richest = render(draft.headers[0], draft.section, [it.forms[0] for it in items], None)
+        richest_tokens = count_value_tokens(richest)
+        if richest_tokens <= limit:
+            return ((richest, richest_tokens), None, ())
+        cache: FormCosts = {}
+        variants = [pinned, *(list(v) for v in draft.coarser)]
+        sizes = [len(v) for v in variants]
+        plain = _best([fit(draft, [*v, *optional], limit, cache=cache) for v in variants], sizes)
+        if plain is not None and (
+            not optional or plain.fitted.kept == len(variants[plain.variant]) + len(optional)
+        ):
+            return (plain.fitted, None, ())
+        if optional:
+            sel = (
+                recorded_selection
+                if recorded_selection is not None
+                else _ask(draft, variants, limit, cache, selector, context)
+            )
+            picked, ignored = _fit_selection(draft, variants, optional, sel, limit, cache)
+            if picked is not None:
+                return (picked.fitted, sel, ignored)
+        elif plain is not None:
+            return (plain.fitted, None, ())
+    if draft.fallback is not None:
+        last = draft.fallback(limit)
+        last_tokens = count_value_tokens(last)
+        if last_tokens <= limit:
+            return ((last, last_tokens), None, ())
+        raise BudgetExceeded(tool, last_tokens, limit)
+    raise BudgetExceeded(tool, count_value_tokens(render(draft.headers[-1], draft.section, [], None)), limit)
+
+
 def compact_tool_result(
     tool: str,
     raw: Any,
@@ -175,56 +263,7 @@ def compact_tool_result(
     # The digest is drawn from the raw redacted (invariant 13): markers keep each line's shape, so lines
     # that differ only in a secret group into one pattern, and the fit below counts the markers' tokens.
     draft = config.compactors[name](redact_value(raw), context, evidence_id)
-    items = draft.items
-    pinned = [it for it in items if it.pinned]
-    optional = [it for it in items if not it.pinned]
-    if draft.headers:
-        richest = render(draft.headers[0], draft.section, [it.forms[0] for it in items], None)
-        richest_tokens = count_value_tokens(richest)
-        if richest_tokens <= limit:
-            return done((richest, richest_tokens), None)
-        cache: FormCosts = {}
-        variants = [pinned, *(list(v) for v in draft.coarser)]
-        sizes = [len(v) for v in variants]
-        plain = _best([fit(draft, [*v, *optional], limit, cache=cache) for v in variants], sizes)
-        if plain is not None and (
-            not optional or plain.fitted.kept == len(variants[plain.variant]) + len(optional)
-        ):
-            return done(plain.fitted, None)
-        if optional:
-            roomiest = fit(draft, variants[-1], limit, cache=cache, upgrade=False)
-            room = limit - (roomiest.tokens if roomiest is not None else limit)
-            if recorded_selection is not None:
-                sel = recorded_selection
-            else:
-                chooser = selector if selector is not None else LocalDeterministicSelector()
-                sel = chooser.select(_candidates(items, cache), max(room, 0), context)
-            known = {it.id for it in items} | {it.id for v in variants for it in v}
-            ignored = tuple(i for i in sel.ids if i not in known)
-            if ignored:
-                log.warning("selector %s returned unknown ids, ignored: %s", sel.model, list(ignored[:10]))
-            by_id = {it.id: it for it in optional}
-            chosen = [by_id[i] for i in dict.fromkeys(sel.ids) if i in by_id]
-            rest = [it for it in optional if it.id not in {c.id for c in chosen}]
-            # What the selection leaves out is counted, never shown: at most its ids are kept.
-            picked = _best(
-                [
-                    fit(draft, [*v, *chosen, *rest], limit, most=len(v) + len(chosen), cache=cache)
-                    for v in variants
-                ],
-                sizes,
-            )
-            if picked is not None:
-                return done(picked.fitted, sel, ignored)
-        elif plain is not None:
-            return done(plain.fitted, None)
-    if draft.fallback is not None:
-        last = draft.fallback(limit)
-        last_tokens = count_value_tokens(last)
-        if last_tokens <= limit:
-            return done((last, last_tokens), None)
-        raise BudgetExceeded(tool, last_tokens, limit)
-    raise BudgetExceeded(tool, count_value_tokens(render(draft.headers[-1], draft.section, [], None)), limit)
+    return done(*_fit_draft(draft, tool, limit, selector, recorded_selection, context))
 
 
 __all__ = [

@@ -1,7 +1,7 @@
 """The compactor's warm-up: one small tool result per built-in compactor through `stream.process`.
 
 Run by `incident-memory compactor` before the worker starts, so before `/healthz` can say ready:
-the token encoding loads (100-120 ms), and each compactor's patterns compile and its first-use paths
+the token encoding loads (its cost: benchmarks/bench_compactor_core.py, cold), and each compactor's patterns compile and its first-use paths
 run, on raws in the real systems' formats, instead of on the first tool result of each kind.
 """
 

@@ -22,8 +22,9 @@ from faust.types.auth import CredentialsT
 
 from schemas.events import Selection
 from services.compaction.selector import Selector
+from services.compactor.dispatch import Dispatch, dispatch
 from services.compactor.faust_patch import PatchedTransport
-from services.compactor.stream import Compacted, Dead, Forward, process
+from services.compactor.stream import process
 from services.compactor.stream_config import StreamConfig
 from services.compactor.stream_metrics import StreamMetrics
 from services.runtime.kafka_client import KafkaClient
@@ -55,8 +56,8 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
         # refuses a record: its own limit only has to be at least that.
         producer_max_request_size=max(config.max_output_bytes, 1_048_576),
         # Outputs are kilobytes each: faust's 16 KiB batches carried two or three per partition, so each
-        # produce request carried few records (py-spy: 9% of a busy worker's samples in the request's
-        # socket write, 3% with bigger batches). Never above the output topic's limit.
+        # produce request carried few records (a busy worker's time went to the requests' socket writes;
+        # benchmarks/bench_compactor_stream.py measures the rate). Never above the output topic's limit.
         producer_max_batch_size=min(config.producer_batch_bytes, config.max_output_bytes),
         web_enabled=config.web_port is not None,
         web_port=config.web_port or 6066,
@@ -88,6 +89,16 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
             return None
         metrics.selections_reused.inc()
         return Selection.model_validate(value)
+
+    topics = {"compacted": compacted, "dlq": dlq}
+
+    async def carry_out(done: Dispatch) -> None:
+        """The table write, then the sends in order, then the metrics and the log line."""
+        if done.table_write is not None:
+            table[done.table_write[0]] = done.table_write[1]
+        for send in done.sends:
+            await topics[send.topic].send(key=send.key, value=send.value, partition=send.partition)
+        _count(metrics, done)
 
     last_offsets: dict[TP, int] = {}  # the hot path only notes the offset; a timer turns it into lag
 
@@ -141,32 +152,7 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
                 config=config.compactors,
             )
             metrics.process_cpu.inc(time.thread_time() - started)
-            if isinstance(result, Forward):
-                await compacted.send(key=msg.key, value=result.value, partition=msg.partition)
-                metrics.events.labels(outcome="passthrough").inc()
-            elif isinstance(result, Compacted):
-                if result.record is not None:
-                    table[result.selection_key] = result.record.model_dump(mode="json")
-                await compacted.send(key=msg.key, value=result.value, partition=msg.partition)
-                metrics.record_compacted(result.event.tool, result.outcome.raw_tokens, result.outcome.tokens)
-            elif isinstance(result, Dead):
-                await dlq.send(key=msg.key, value=result.letter.to_bytes())
-                if result.answer is not None:  # the agent still gets a truthful tool error
-                    await compacted.send(key=msg.key, value=result.answer, partition=msg.partition)
-                metrics.events.labels(outcome="dead_letter").inc()
-                metrics.dead_letters.inc()
-                if result.letter.reason.startswith("budget exceeded"):
-                    metrics.budget_violations.labels(tool=_tool_of(result)).inc()
-                log.warning(
-                    "dead letter",
-                    extra=about(
-                        result.thread_ts,
-                        result.message_id,
-                        reason=result.letter.reason,
-                        partition=msg.partition,
-                        offset=msg.offset,
-                    ),
-                )
+            await carry_out(dispatch(result, msg.key, msg.partition, msg.offset))
             last_offsets[msg.tp] = msg.offset
             yield None
 
@@ -203,9 +189,18 @@ def faust_credentials(kafka: KafkaClient) -> CredentialsT | None:
     return SSLCredentials(context) if context is not None else None
 
 
-def _tool_of(result: Dead) -> str:
-    reason = result.letter.reason.removeprefix("budget exceeded: ")
-    return reason.split(":", 1)[0] or "?"
+def _count(metrics: StreamMetrics, done: Dispatch) -> None:
+    """A dispatch's metrics, and its log line for a dead letter."""
+    if done.compacted is not None:
+        metrics.record_compacted(*done.compacted)
+    else:
+        metrics.events.labels(outcome=done.outcome).inc()
+    if done.dead_letter_log is not None:
+        metrics.dead_letters.inc()
+        if done.budget_violation is not None:
+            metrics.budget_violations.labels(tool=done.budget_violation).inc()
+        fields = dict(done.dead_letter_log)
+        log.warning("dead letter", extra=about(fields.pop("thread_ts"), fields.pop("message_id"), **fields))
 
 
 class _DropMissingLeaderTopic(logging.Filter):

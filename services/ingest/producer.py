@@ -36,7 +36,7 @@ class AckedProducer:
             "message.max.bytes": topics.EVENT_RECORD_LIMIT,  # the emitter refuses events over MAX_EVENT_BYTES first
             "logger": logging.getLogger("incident_memory.ingest.librdkafka"),
             # Every request waits for its ack, so a linger is paid by each one; under load, what is
-            # queued while earlier batches are in flight is still batched (issue 20: p50 5.6 ms -> 1 ms).
+            # queued while earlier batches are in flight is still batched (issue 20; benchmarks/bench_ingest.py measures the latency).
             "linger.ms": 0,
         }
         config = producer_config(kafka, **{**defaults, **overrides})

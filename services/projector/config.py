@@ -16,8 +16,8 @@ from services.runtime.kafka_client import KafkaClient
 
 DEFAULT_GROUP = "incident-memory-projector"
 # A batch is one transaction. Big batches matter when catching up (more rounds whose marker is in
-# the same batch skip round_staging; fewer round trips per event): 20,000 records projected ~20%
-# faster than 5,000 on the benchmark. At low load a batch is whatever is buffered, so no latency.
+# the same batch skip round_staging; fewer round trips per event): benchmarks/bench_replay.py compares
+# batch sizes. At low load a batch is whatever is buffered, so no latency.
 DEFAULT_BATCH_SIZE = 20_000
 
 

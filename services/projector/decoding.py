@@ -76,7 +76,7 @@ def decode(incoming: Incoming) -> Decoded:
 
 def warm_up() -> float:
     """Decode and map one made-up event of each row kind, so the first real record pays neither
-    tiktoken's encoding load (~100 ms) nor pydantic's first validation. Seconds spent."""
+    tiktoken's encoding load nor pydantic's first validation. Seconds spent."""
     started = time.perf_counter()
     human = HumanMessage(
         thread_ts="1.000001", message_id="1.000001:-:human:1.000002", event_time=datetime(2026, 1, 1, tzinfo=UTC),

@@ -39,9 +39,8 @@ from services.projector.rounds import RoundLedger
 _NULL = "\\N"
 
 # Fewer visible rows than this go the batch table's way: a savepoint costs two more round trips,
-# which a batch of a few rows (the live projector's, at 100 events/s) never earns back. Measured:
-# at 100 events/s the direct COPY added ~0.1 ms to the projector's p50; a replay's 20,000-row
-# batches gained 14% (BENCHMARKS.md, "Replay", measured with and without it in one run).
+# which a batch of a few rows (the live projector's) never earns back, while a replay's large batches
+# gain (benchmarks/bench_replay.py and bench_projector.py measure both; BENCHMARKS.md, "Replay").
 DIRECT_MIN_ROWS = 100
 
 

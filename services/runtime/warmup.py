@@ -1,7 +1,7 @@
 """Pay the first-use costs before a service says it is ready, so that its first event does not.
 
-tiktoken loads its BPE ranks on the first count (100-120 ms: the first tool result used to stall
-that long), regular expressions compile on first use, and a client fetches a topic's metadata on its
+tiktoken loads its BPE ranks on the first count (the first tool result used to stall that long;
+benchmarks/bench_compactor_core.py measures it cold), regular expressions compile on first use, and a client fetches a topic's metadata on its
 first produce. A service runs its steps before its `/healthz` can say ready (its heartbeat only
 beats after them). A step that fails is logged and skipped: a warm-up never stops a start, and what
 it could not pay is paid by the first event, as before.

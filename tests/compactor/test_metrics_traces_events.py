@@ -17,8 +17,9 @@ from deploy.local.seed.generators import (
     tempo_response,
 )
 from schemas.events import canonical_json
-from services.compaction import prometheus, tempo
+from services.compaction import prometheus
 from services.compaction.registry import RawFormatError, compact_tool_result
+from services.compaction.tempo.parse import critical_path, parse
 
 BIG = 1_000_000
 
@@ -123,7 +124,7 @@ def test_tempo_critical_path_and_errors() -> None:
         SpanSpec("e", "a", "api", "broken", t + 2 * ms, t + 4 * ms, error="boom 42"),
     ]
     raw = tempo_response("t" * 32, specs, {})
-    path = [s.span_id for s in tempo.critical_path(tempo.parse(raw))]
+    path = [s.span_id for s in critical_path(parse(raw))]
     assert path == ["r", "b", "c"]
     out = compact_tool_result("query_tempo", raw, {}, budget=BIG)
     groups = out.compact["groups"]

@@ -14,6 +14,7 @@ from deploy.local.seed import seed_incident
 from deploy.local.seed.generators import generate_prometheus, prometheus_response, unix_s
 from services.compaction import prometheus
 from services.compaction.model import BUDGET_FLOOR
+from services.compaction.prometheus.parse import ALONE, QUIET, humanize
 from services.compaction.registry import CompactOutcome, RawFormatError, compact_tool_result
 from services.compaction.timefmt import iso_from_unix
 
@@ -190,11 +191,7 @@ def test_idle_series_collapse_with_exact_counts() -> None:
     items = prometheus.draft(raw, {}, "e").items
     singles = [it for it in items if it.members == 1]
     assert {it.id for it in singles} == {f"s{i + 1}" for i in ACTIVE}
-    assert (
-        min(it.salience for it in singles)
-        >= prometheus.QUIET
-        > max(it.salience for it in items if it.members > 1)
-    )
+    assert min(it.salience for it in singles) >= QUIET > max(it.salience for it in items if it.members > 1)
 
 
 def test_many_active_series_collapse_by_what_they_do_now() -> None:
@@ -204,7 +201,7 @@ def test_many_active_series_collapse_by_what_they_do_now() -> None:
     out = _digest(raw, 250)
     lines = out.compact["series"]
     alone = [line for line in lines if line.startswith("{")]
-    assert 1 <= len(alone) <= prometheus.ALONE
+    assert 1 <= len(alone) <= ALONE
     assert any(re.match(r"\d+ series \{pod=checkout-api-\*\}: now rising, ", line) for line in lines)
     _assert_counts(raw, out)
     _assert_copied(raw, out)
@@ -284,7 +281,7 @@ def test_trend_in_segments() -> None:
 def test_humanized_beside_never_instead() -> None:
     forms = _one([[1773457200, "536870912"], [1773457215, "536870913"]], "container_memory_working_set_bytes")
     assert forms[1].startswith("{}: min 536870912 (512Mi) 03:00:00, max=last 536870913 (512Mi)")
-    assert prometheus.humanize(1.7976931348623157e308, as_bytes=False) == "1.80e+308"
+    assert humanize(1.7976931348623157e308, as_bytes=False) == "1.80e+308"
 
 
 def test_nan_and_inf_are_counted_never_shown_as_numbers() -> None:

@@ -19,6 +19,8 @@ from schemas.tokens import count_value_tokens
 from services.compaction import tempo
 from services.compaction.model import BUDGET_FLOOR
 from services.compaction.registry import RawFormatError, compact_tool_result
+from services.compaction.tempo.parse import critical_path, parse
+from services.compaction.tempo.render import _Times, ms
 from services.compaction.timefmt import Clock
 
 MS = 1_000_000
@@ -260,7 +262,7 @@ def _tree() -> dict[str, Any]:
 
 def test_critical_path_on_a_hand_built_tree() -> None:
     raw = _tree()
-    assert [s.span_id for s in tempo.critical_path(tempo.parse(raw))] == ["r", "b", "c", "e"]
+    assert [s.span_id for s in critical_path(parse(raw))] == ["r", "b", "c", "e"]
     path = next(it for it in tempo.draft(raw, {}, "x").items if it.id == "path")
     assert path.forms == (
         "critical path (4 spans): gw root 100ms → api slow 97ms → db query 95ms → lock wait 20ms",
@@ -296,14 +298,14 @@ def test_every_duration_shown_is_derivable_from_the_raw(budget: int) -> None:
     ],
 )
 def test_ms_keeps_the_digits_that_matter(ns: int, text: str) -> None:
-    assert tempo.ms(ns) == text
+    assert ms(ns) == text
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 10**18), st.integers(0, 3 * 10**12))
 def test_cached_times_equal_the_clock(first: int, offset: int) -> None:
     clock = Clock(first, first + offset)
-    times = tempo._Times(clock)
+    times = _Times(clock)
     for ns in (first, first + offset // 3, first + offset):
         assert times.at(ns) == clock.at(ns, millis=True)
 
