@@ -78,7 +78,10 @@ def test_an_unplanned_alert_gets_its_containers_request_rates_only_when_it_names
     assert playbook is not None and playbook.name == "fallback"
     plan = plan_calls(playbook, labels, WINDOW, OFFERED)
     assert [tool for tool, _ in plan.calls] == ["query_loki", "query_prometheus", "get_pod_events"]
-    assert plan.calls[1][1]["query"] == 'rate({__name__=~".+_requests_total",namespace="im",container="ingest"}[5m])'
+    assert (
+        plan.calls[1][1]["query"]
+        == 'rate({__name__=~".+_requests_total",namespace="im",container="ingest"}[5m])'
+    )
     without = plan_calls(playbook, {"namespace": "im"}, WINDOW, OFFERED)
     assert [tool for tool, _ in without.calls] == ["query_loki", "get_pod_events"]
     assert without.skipped == ["query_prometheus: the alert has no label 'container'"]
