@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from schemas.tokens import count_tokens, count_value_tokens, render_for_model
-from services.agent.graph import terse_grades
+from services.agent.judge_evidence import terse_grades
 from services.agent.judge_input import judge_message
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.context_render import prompts
