@@ -252,3 +252,11 @@ def test_config_precedence_and_in_cluster_defaults() -> None:
         config_mod.from_sources({"TELEMETRY_MCP_BACKEND": "grafana"}, {}, {})
     with pytest.raises(UserFacingError, match="unknown config keys"):
         config_mod.from_sources({}, {"lokiurl": "x"}, {})
+
+
+def test_the_recorded_back_end_has_no_default_recording_in_production() -> None:
+    from services.telemetry_mcp.backends import load_recording
+
+    with pytest.raises(wire.UpstreamError, match="needs a recording: --recording FILE"):
+        load_recording(None)
+    assert load_recording("deploy.local.seed:seed_recording").loki  # what the dev tools name
