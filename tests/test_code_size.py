@@ -19,7 +19,6 @@ KNOWN_LONG: dict[str, int] = {
     "services/compactor/worker.py build_app": 138,
     "services/ingest/main.py add_arguments": 103,
     "services/projector/plan_copy.py apply": 122,
-    "services/runtime/checks.py check_kafka_access": 82,
     "services/telemetry_mcp/server.py build_server": 150,
 }
 
