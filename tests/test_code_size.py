@@ -17,7 +17,6 @@ KNOWN_LONG: dict[str, int] = {
     "services/agent/graph.py build_graph": 369,
     "services/agent/round.py run_round": 116,
     "services/compactor/worker.py build_app": 138,
-    "services/ingest/main.py add_arguments": 103,
     "services/projector/plan_copy.py apply": 122,
     "services/telemetry_mcp/server.py build_server": 150,
 }
