@@ -18,7 +18,6 @@ KNOWN_LONG: dict[str, int] = {
     "services/agent/round.py run_round": 116,
     "services/compactor/worker.py build_app": 138,
     "services/projector/plan_copy.py apply": 122,
-    "services/telemetry_mcp/server.py build_server": 150,
 }
 
 
