@@ -23,6 +23,7 @@ from pydantic import Field
 
 from services.boundary.redact import redact_text, redact_value
 from services.boundary.scope import Checked, ScopePolicy
+from services.boundary.timearg import BadTimeArg
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import configure_logging
 from services.runtime.scope_setting import policy_from_env
@@ -33,7 +34,6 @@ from services.telemetry_mcp.evidence import EvidenceNotFound, EvidenceStore, Evi
 from services.telemetry_mcp.incident_recall import BadRecall, IncidentRecall, RecallUnavailable
 from services.telemetry_mcp.scoping import ScopeRefused, ThreadScopes, checked_meta
 from services.telemetry_mcp.thread_search import BadSearch, ThreadSearch, ThreadSearchUnavailable
-from services.telemetry_mcp.timeparse import TimeArgError
 from services.telemetry_mcp.wire import ToolArgError, UpstreamError
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ TOOL_NAMES = (
 )
 EXPECTED = (
     ToolArgError,
-    TimeArgError,
+    BadTimeArg,
     UpstreamError,
     EvidenceNotFound,
     EvidenceUnavailable,
