@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from deploy.local.seed import SEED_RECORDING
 from schemas.events import EventBase, ToolResult, Wake
 from schemas.ids import canonical_args_hash
 from schemas.row_description import describe
@@ -212,5 +213,7 @@ class Seeded:
 def telemetry_server() -> McpServer:
     """The telemetry MCP server the agent starts by default (recorded back end), over stdio."""
     return McpServer(
-        name="telemetry", command=[default_cli(), "telemetry-mcp", "--backend", "recorded", "--unscoped"]
+        name="telemetry",
+        command=[default_cli(), "telemetry-mcp", "--backend", "recorded", "--unscoped"],
+        env={"TELEMETRY_MCP_RECORDING": SEED_RECORDING},
     )
