@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from schemas.tokens import count_tokens
 from services.compaction.log_anatomy import (
     ERROR_RANK,
     LEVEL_RANK,
@@ -43,6 +44,10 @@ _LABEL_KEYS = ("detected_level", "level", "severity", "lvl", "log_level")
 _LEVEL_TAG = {"warn": "WARN", "error": "ERROR", "critical": "CRIT", "fatal": "FATAL"}
 _EXEMPLAR_CHARS = 400  # the richest form: a long line is cut here, with the count of what follows
 _SHORT_CHARS = 160
+# The terser forms still show the exemplar line itself (`_excerpt`), cut to about these lengths;
+# below the floor the fitter leaves a lesser pattern out (counted in `omitted`) instead.
+_TERSE_CHARS = 72
+_FLOOR_CHARS = 48
 _MAX_VARS = 4
 
 
@@ -281,6 +286,8 @@ _CHUNK = re.compile(r"(\s+|,(?=\S))")
 _DIGITS = re.compile(r"\d+")
 _WORDLIKE = re.compile(r"[A-Za-z]{3}")  # a chunk that holds a word, not only an id or a number
 _DOTTED = re.compile(r"^([A-Za-z_][\w$]*\.){2,}[A-Za-z_][\w$]*:?$")
+# A line's leading logger: a dotted path, or a `package.Class:` (`dfs.FSNamesystem:`) before the message.
+_LOGGER = re.compile(r"^(([A-Za-z_][\w$]*\.){2,}[A-Za-z_][\w$]*:?|[A-Za-z_][\w$]*\.[A-Za-z_][\w$]*:)$")
 
 
 def _package(match: re.Match[str]) -> str:
@@ -343,6 +350,81 @@ def _keywords(
     return out
 
 
+def _class_only(message: str) -> str:
+    """A message led by its logger as a package path is shown with the logger's class (log4j's
+    `%c{1}`): `org.apache.hadoop.ipc.Client: Retrying` -> `Client: Retrying`. The logger is the
+    line's source, like its header; the words after it are the line as written."""
+    first, sep, rest = message.partition(" ")
+    return f"{_LOGGER.sub(_package, first)}{sep}{rest}" if rest and _LOGGER.match(first) else message
+
+
+def _telling(chunks: Sequence[str], spread: Counter[str], constant: frozenset[str]) -> list[int]:
+    """The index of the pattern's most telling chunk: among the chunks all its lines share, the one
+    fewest other patterns hold (a path or URL names an object, not the message, so it ranks last)."""
+    shared = [
+        i
+        for i, c in enumerate(chunks)
+        if _WORDLIKE.search(c)
+        and len(c) <= 60
+        and {w for w in WORD.findall(c) if not _DIGITS.search(w)} <= constant
+    ]
+    rank = lambda i: ("/" in chunks[i] or "\\" in chunks[i], spread[_shape(chunks[i])], -len(chunks[i]), i)
+    return sorted(shared, key=rank)
+
+
+def _excerpt(message: str, limit: int, spread: Counter[str], constant: frozenset[str]) -> str:
+    """The exemplar line itself in about `limit` characters: whole when it fits, else cut around
+    its opening and its most telling word (`_telling`). Its words are kept whole and as written
+    (values included), in runs of the line, `…` where the line was cut: it can be read and quoted,
+    and it still says which message it is. The order of what is kept: the opening word and the
+    telling one, the next words of the opening, the words after the telling one, the rest."""
+    line = _class_only(message.strip())
+    if len(line) <= limit:
+        return line
+    pieces = _CHUNK.split(line)
+    chunks, seps = pieces[0::2], pieces[1::2]
+    telling = _telling(chunks, spread, constant)
+    keep = {0, *telling[:1]}
+    after = [i for t in telling[:1] for i in range(t + 1, min(t + 3, len(chunks)))]
+    for order in (telling[1:2], range(1, min(4, len(chunks))), after, range(4, len(chunks))):
+        for i in order:
+            if i not in keep and len(_joined(chunks, seps, keep | {i})) > limit:
+                break
+            keep.add(i)
+    return _joined(chunks, seps, keep)
+
+
+def _terse(
+    message: str, limit: int, words: tuple[int, int], spread: Counter[str], constant: frozenset[str]
+) -> str:
+    """A terse form of the exemplar: the line itself, cut to the skeleton's length or `limit`
+    (`_excerpt`), whenever it holds every word the skeleton of its words shows (`_keywords`:
+    `words` opening and rarest words) in no more tokens; else the skeleton, which then says which
+    message it is in fewer tokens, so a verbatim line never costs a digest a fact or a token."""
+    skeleton = _keywords(message, *words, spread, constant)
+    excerpt = _excerpt(message, max(limit, len(skeleton)), spread, constant)
+    shown = set(_DIGITS.sub("*", excerpt).replace("…", " ").split())
+    needed = {w for w in skeleton.split() if w not in ("...", "…")}
+    if not needed <= shown or excerpt == skeleton:
+        return skeleton
+    return excerpt if count_tokens(excerpt) <= count_tokens(skeleton) else skeleton
+
+
+def _joined(chunks: Sequence[str], seps: Sequence[str], keep: set[int]) -> str:
+    """The kept chunks in runs of the line as written, `…` where chunks were left out; a chunk
+    longer than a line's opening (a URL, a dump) is clipped on its own."""
+    out = ""
+    last = -1
+    for i in sorted(keep):
+        if i != last + 1:
+            out += " … " if out else "… "
+        elif out:
+            out += seps[i - 1]
+        out += chunks[i] if len(chunks[i]) <= 48 else chunks[i][:48] + "…"
+        last = i
+    return out + (" …" if last != len(chunks) - 1 else "")
+
+
 def _said(attribution: str) -> str:
     """` [app=kafka; pod kafka-0 only]`: where a pattern came from, right after its level."""
     return f" [{attribution}]" if attribution else ""
@@ -385,13 +467,13 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
         timed = [
             head + clip(exemplar, _EXEMPLAR_CHARS) + (f" [{'; '.join(ranges)}]" if ranges else ""),
             head + clip(exemplar, _SHORT_CHARS),
-            head + _keywords(exemplar, 4, 3, spread, fixed),
-            f"{n}× {times}{terse} " + _keywords(exemplar, 4, 3, spread, fixed),
+            head + _terse(exemplar, _TERSE_CHARS, (4, 3), spread, fixed),
+            f"{n}× {times}{terse} " + _terse(exemplar, _TERSE_CHARS, (4, 3), spread, fixed),
         ]
         # Without first/last: the last resort, once the minor patterns are left out (`fit`).
         bare = [
-            f"{n}×{terse} " + _keywords(exemplar, 4, 3, spread, fixed),
-            f"{n}×{terse} " + _keywords(exemplar, 2, 2, spread, fixed),
+            f"{n}×{terse} " + _terse(exemplar, _TERSE_CHARS, (4, 3), spread, fixed),
+            f"{n}×{terse} " + _terse(exemplar, _FLOOR_CHARS, (2, 2), spread, fixed),
         ]
         forms, essential = _ladder(timed, bare)
         items.append(
