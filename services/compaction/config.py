@@ -39,7 +39,9 @@ from services.runtime.loading import json_object_setting
 # 8: Loki reads logfmt (and Go slog text) lines as fields, like JSON ones (issue 36).
 # 9: series that never move (`Item.filler`) take a line only once every series that moves is kept:
 #    the selector no longer fills the room a skipped active group left with a `flat 0` group.
-COMPACTOR_VERSION = f"9.r{REDACTOR_VERSION}"
+# 10: Loki's terse forms show the exemplar line itself, cut around its opening and rarest words,
+#    wherever it says what the skeleton says in no more tokens; a log4j logger as its class (issue 36).
+COMPACTOR_VERSION = f"10.r{REDACTOR_VERSION}"
 
 BUDGETS_ENV = "COMPACTOR_BUDGETS"
 # The settings `load_config` reads: a re-derivation records them, and a compactor following a switch
