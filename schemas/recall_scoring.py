@@ -43,6 +43,9 @@ class Candidate:
     lexemes: frozenset[str]
     decisions: tuple[str, ...] = ()
     claims: tuple[str, ...] = ()
+    # (lexemes shared with the query, lexemes of this incident), counted by Postgres for a shortlisted
+    # candidate whose words are not read (`lexemes` is then empty): the same Jaccard, none of the transfer.
+    text_overlap: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,15 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(union) if union else 0.0
 
 
+def text_similarity(q: Candidate, c: Candidate) -> float:
+    """Jaccard of the discussions' lexemes, from the words or from the overlap Postgres counted."""
+    if c.text_overlap is None:
+        return jaccard(q.lexemes, c.lexemes)
+    shared, size = c.text_overlap
+    union = len(q.lexemes) + size - shared
+    return shared / union if union else 0.0
+
+
 def label_score(q: Mapping[str, str | None], c: Mapping[str, str | None]) -> float:
     return sum(w for k, w in LABEL_WEIGHTS.items() if q.get(k) and q.get(k) == c.get(k))
 
@@ -98,7 +110,7 @@ def score(q: Candidate, c: Candidate, rarity: Rarity) -> dict[str, float]:
         "patterns": weighted_jaccard(list(q.patterns), list(c.patterns), rarity, errors),
         "reasons": weighted_jaccard(_reason_keys(q), _reason_keys(c), rarity, frozenset()),
         "shapes": jaccard(q.shapes, c.shapes),
-        "text": jaccard(q.lexemes, c.lexemes),
+        "text": text_similarity(q, c),
         "labels": label_score(q.labels, c.labels),
     }
 
@@ -197,18 +209,18 @@ def explain(q: Candidate, c: Candidate, parts: Mapping[str, float], rarity: Rari
     return tuple(out)
 
 
-def rank(
+Picked = tuple[str, float, Candidate, dict[str, float]]  # kind, score, candidate, parts
+
+
+def pick(
     q: Candidate,
     candidates: Sequence[Candidate],
     rarity: Rarity,
     *,
     k: int = 5,
     window_s: float = 3600.0,
-) -> list[Hit]:
-    """Concurrent hits (open within the window, sharing the cause) first, then the k most similar past ones.
-
-    Reasons are written for the returned hits only: explaining every candidate would cost more than scoring.
-    """
+) -> list[Picked]:
+    """Concurrent hits (open within the window, sharing the cause) first, then the k most similar past ones."""
     concurrent: list[tuple[float, Candidate, dict[str, float]]] = []
     historical: list[tuple[float, Candidate, dict[str, float]]] = []
     for c in candidates:
@@ -227,10 +239,26 @@ def rank(
     tier = {c.thread_ts: error_share(q, c, rarity) >= CAUSE_SHARE for _v, c, _p in historical}
     order = lambda h: (-tier.get(h[1].thread_ts, False), -h[0], h[1].thread_ts)  # noqa: E731
     return [
-        Hit(c.thread_ts, kind, value, explain(q, c, parts, rarity), parts)
+        (kind, value, c, parts)
         for kind, picked in (
             ("concurrent", sorted(concurrent, key=order)),
             ("historical", sorted(historical, key=order)[:k]),
         )
         for value, c, parts in picked
+    ]
+
+
+def rank(
+    q: Candidate,
+    candidates: Sequence[Candidate],
+    rarity: Rarity,
+    *,
+    k: int = 5,
+    window_s: float = 3600.0,
+) -> list[Hit]:
+    """`pick`, each hit with its reasons (written for the returned hits only: explaining every candidate
+    would cost more than scoring)."""
+    return [
+        Hit(c.thread_ts, kind, value, explain(q, c, parts, rarity), parts)
+        for kind, value, c, parts in pick(q, candidates, rarity, k=k, window_s=window_s)
     ]
