@@ -24,6 +24,7 @@ ERROR_FACTOR: Final = 2.0
 # reasons, by rarity) the other open incident must hold to be called part of the same outage. One rare
 # shared error is not enough: a look-alike cause shows the same symptom (benchmarks/bench_recall.py).
 CAUSE_SHARE: Final = 0.5
+REASONS_ALONE: Final = 2
 
 
 @dataclass(frozen=True)
@@ -154,17 +155,25 @@ def error_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
 
 
 def shares_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
-    """Same cause signature: most of each one's comparable error patterns and pod reasons are the other's.
+    """Same cause signature, for two incidents already open together (the caller checks the time).
 
-    Pod reasons alone (one side has no logs) are a weak signature, drawn from a small vocabulary: they flag
-    an incident only on the same alert or the same service.
+    Most (by rarity) of one's comparable error patterns and pod reasons are the other's. Where they can be
+    compared on pod reasons only (one side has no logs), reasons are drawn from a small vocabulary: that
+    share counts on the same alert or service; on another alert and service only the same set of at least
+    `REASONS_ALONE` reasons does (one common reason shared by chance is not an outage).
     """
-    if max(cause_share(q, c, rarity), cause_share(c, q, rarity)) < CAUSE_SHARE:
-        return False
     logs = bool(q.patterns and c.patterns and (q.error_patterns or c.error_patterns))
-    return logs or any(
+    if max(cause_share(q, c, rarity), cause_share(c, q, rarity)) < CAUSE_SHARE:
+        return not logs and _same_reasons(q, c)  # errors, where both have them, outweigh reasons
+    same_source = any(
         q.labels.get(k) and q.labels.get(k) == c.labels.get(k) for k in ("alertname", "service")
     )
+    return logs or same_source or _same_reasons(q, c)
+
+
+def _same_reasons(q: Candidate, c: Candidate) -> bool:
+    """The same set of at least `REASONS_ALONE` pod reasons: a cause signature even without logs or labels."""
+    return len(q.reasons) >= REASONS_ALONE and set(q.reasons) == set(c.reasons)
 
 
 def overlaps(q: Candidate, c: Candidate, window_s: float) -> bool:
