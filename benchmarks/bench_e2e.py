@@ -34,7 +34,7 @@ from deploy.local import kafka_node
 from deploy.local.demo import APP_ID, BOT_USER_ID, CHANNEL, TEAM_ID, slack_envelope, slack_event
 from deploy.local.pipeline import Names, Pipeline
 from schemas.ids import thread_key
-from services.projector.store import NOTIFY_CHANNEL
+from schemas.read_model import NOTIFY_CHANNEL
 from services.runtime.settings import Settings
 
 LOADS = (

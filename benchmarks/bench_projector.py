@@ -27,7 +27,7 @@ from deploy.local.pipeline import delete_topics
 from deploy.local.testdata import interleave, synthetic_thread
 from schemas.events import EventBase, RoundCommitted
 from schemas.topics import TopicSpec, ensure_topics
-from services.projector.projector import DEFAULT_BATCH_SIZE
+from services.projector.config import DEFAULT_BATCH_SIZE
 from services.runtime.kafka import producer_config
 from services.runtime.settings import Settings
 
@@ -68,9 +68,12 @@ def measure_write_path(settings: Settings, events: list[EventBase], batch: int =
     from services.projector import store
     from services.projector.gc_pacer import GcPacer
     from services.projector.mapping import map_event
+    from services.projector.row_format import render_copy_texts
 
     schema = f"bench_sql_{uuid.uuid4().hex[:8]}"
     items = [(k, map_event(e)) for k, e in enumerate(events)]
+    for _k, ops in items:  # as decoding does, before the writer's thread (services/projector/decoding.py)
+        render_copy_texts(ops)
     setup = psycopg.connect(settings.database_url)
     _fresh_schema(setup, schema)
     setup.commit()
@@ -99,7 +102,7 @@ def measure_write_path(settings: Settings, events: list[EventBase], batch: int =
 
 
 def measure_projection(settings: Settings, threads: int) -> dict[str, Any]:
-    from services.projector.projector import ProjectorConfig
+    from services.projector.config import ProjectorConfig
     from services.projector.replay import replay
 
     tag = uuid.uuid4().hex[:8]

@@ -26,7 +26,7 @@ from schemas.events import HumanMessage
 from schemas.ids import message_id
 from schemas.topics import COMPACTED, TOPICS, TopicSpec, ensure_topics
 from services.projector import plan_copy
-from services.projector.projector import ProjectorConfig
+from services.projector.config import ProjectorConfig
 from services.projector.replay import replay
 from services.runtime.kafka import producer_config
 from services.runtime.settings import Settings

@@ -22,6 +22,7 @@ import psycopg
 from langchain_core.messages import SystemMessage
 from psycopg import sql
 
+from deploy.local.seed import SEED_RECORDING
 from deploy.local.warroom import WarRoom, as_rows, generate
 from schemas.migrate import apply_migrations
 from schemas.tokens import count_tokens, render_for_model
@@ -53,7 +54,7 @@ async def _tool_schemas(dsn: str) -> list[dict[str, Any]]:
     server = McpServer(
         name="telemetry",
         command=[default_cli(), "telemetry-mcp", "--backend", "recorded"],
-        env={"DATABASE_URL": dsn, "TELEMETRY_MCP_SCHEMA": SCHEMA},
+        env={"DATABASE_URL": dsn, "TELEMETRY_MCP_SCHEMA": SCHEMA, "TELEMETRY_MCP_RECORDING": SEED_RECORDING},
     )
     async with McpToolbox((server,)) as toolbox:
         return toolbox.tool_specs(exclude=("get_evidence",))

@@ -213,15 +213,13 @@ class Selection(BaseModel):
     model: str
 
 
-class CompactedToolResult(EventBase):
-    """A tool result with its compact rendering beside the raw (invariant 5)."""
+class CompactedToolResult(ToolResult):
+    """A tool result with its compact rendering beside the raw (invariant 5). It inherits the tool
+    result's fields in their order, so its bytes are those of the fields written out; `type` keeps its
+    place and changes its value. Being a `ToolResult`, code that means the raw one alone checks
+    `type(event) is ToolResult`."""
 
-    type: Literal["tool_result_compacted"] = "tool_result_compacted"
-    tool_call_id: str
-    tool: str
-    args: dict[str, Any]
-    raw: Any
-    alert_context: dict[str, Any] = Field(default_factory=dict)
+    type: Literal["tool_result_compacted"] = "tool_result_compacted"  # type: ignore[assignment]
     compact: dict[str, Any]
     tokens: int = Field(ge=0)
     raw_tokens: int = Field(ge=0)

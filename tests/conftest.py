@@ -37,6 +37,15 @@ from services.runtime.settings import Settings
 STACK_FIXTURE = "stack"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The recorded telemetry back end has no default in production: the tests serve the seed's."""
+    import os
+
+    from deploy.local.seed import use_seed_recording
+
+    use_seed_recording(os.environ)
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark `stack` every test that uses the stack fixture, however indirectly; under an xdist worker,

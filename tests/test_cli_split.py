@@ -13,10 +13,7 @@ from services.cli import SUBCOMMANDS
 from services.runtime.settings import REPO_ROOT
 
 DEV_ROOTS = ("deploy", "benchmarks")
-# Known and not yet removed (issue 35, reported): the recorded telemetry back end's default recording is
-# the seed's, named by `module:function`; production never imports it (it fails with one line where the
-# dev tree is absent), but the name is still a dev module in a production string.
-KNOWN = {"services/telemetry_mcp/backends.py: 'deploy.local.seed:seed_recording'"}
+KNOWN: set[str] = set()  # production strings that name a dev module: none
 
 
 def test_the_dev_commands_are_only_in_the_dev_cli() -> None:

@@ -234,3 +234,12 @@ def test_event_bytes_are_the_reference_json(event: EventBase) -> None:
     assert event.to_bytes() == reference_json(event.model_dump(mode="json")).encode()
     letter = DeadLetter(reason="r", stage="s", source_topic="t", payload="p", event_time=AT)
     assert letter.to_bytes() == reference_json(letter.model_dump(mode="json")).encode()
+
+
+def test_a_compacted_tool_result_is_a_tool_result_with_its_fields_first_in_their_order() -> None:
+    from schemas.events import CompactedToolResult, ToolResult
+
+    assert issubclass(CompactedToolResult, ToolResult)
+    inherited = list(CompactedToolResult.model_fields)[: len(ToolResult.model_fields)]
+    assert inherited == list(ToolResult.model_fields)  # the wire order the golden bytes were made with
+    assert CompactedToolResult.model_fields["type"].default == "tool_result_compacted"

@@ -7,6 +7,7 @@ dev tool reaches `deploy.local.*` and `benchmarks.run`. `python -m deploy.local.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -42,6 +43,9 @@ COMMANDS: dict[str, Command] = {**DEV_SUBCOMMANDS, **SUBCOMMANDS}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from deploy.local.seed import use_seed_recording
+
+    use_seed_recording(os.environ)  # what the services it starts serve from their recorded back end
     return run_cli(COMMANDS, argv, description=(__doc__ or "").splitlines()[0])
 
 

@@ -9,119 +9,150 @@ listing its ids in order; only then does the projector make them visible.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import re
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import Runnable
 from langgraph.graph import END, START, StateGraph
 
 from schemas.events import (
     AiMessage,
-    AnsweredMention,
     Claim,
     EventBase,
     JudgeVerdict,
-    RecalledIncident,
     RoundCommitted,
     ThreadPost,
     ToolCall,
     canonical_json,
 )
-from schemas.ids import message_id, tool_call_id
+from schemas.ids import tool_call_id
 from schemas.tokens import count_tokens, render_for_model
 from services.agent import metrics, outcomes
 from services.agent.answers import HypothesisAnswer, JudgeAnswer
-from services.agent.config import EVIDENCE_TOOL, AgentConfig
+from services.agent.config import EVIDENCE_TOOL
+from services.agent.judge_evidence import claim_numbers, evidence_index, terse_grades
 from services.agent.judge_input import judge_message
 from services.agent.judge_shape import judge_input_tokens, shape_judge_payload
-from services.agent.mcp_client import McpToolbox
 from services.agent.playbooks import PlaybookPlan
+from services.agent.round_state import ClaimDraft, HypothesisDraft, RoundDeps, RoundState, VerdictDraft
 from services.agent.structured import Failed, ask_structured
-from services.agent.toolpath import ToolPath
-from services.boundary.framing import framed_within
 from services.boundary.redact import redact_text
 from services.context_render import prompts
-from services.context_render.context import LoadedContext, message_tokens, stored_args, to_messages, tool_body
+from services.context_render.context import message_tokens, stored_args, to_messages, tool_body
 from services.context_render.input_budget import check_input, model_input_tokens, tool_schema_tokens
 from services.context_render.preamble import evidence_in_hand, outside_window, pinned_window
 from services.context_render.recall_view import concurrent_of_hits, recall_id, recall_message
-from services.runtime.emitter import EventEmitter
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.graph")
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-
-
-class RoundState(TypedDict, total=False):
-    turn: list[BaseMessage]  # this round's model-visible messages, in order
-    emitted: list[str]  # this round's message ids, in order (the marker's list)
-    investigate_i: int
-    tool_i: int
-    pending: list[dict[str, Any]]
-    hypothesis: dict[str, Any]
-    hypothesis_id: str
-    hypothesis_failure: str  # set when the hypothesis answer could not be used
-    verdict: dict[str, Any]
-
-
-@dataclass
-class RoundDeps:
-    config: AgentConfig
-    ctx: LoadedContext
-    round: int
-    preamble: str
-    agent_model: BaseChatModel
-    judge_model: BaseChatModel
-    agent_model_name: str
-    judge_model_name: str
-    toolbox: McpToolbox
-    tools: ToolPath
-    emitter: EventEmitter
-    raw_reader: Any  # async (evidence_id) -> raw, used by the judge
-    model_inputs: list[tuple[str, int]] = field(default_factory=list)
-    playbook: PlaybookPlan | None = None  # an alert's deterministic first calls (services/agent/playbooks.py)
-    answers: tuple[AnsweredMention, ...] = ()  # the mentions the post answers (services/agent/coalesce.py)
-    # An alert's first round recalls other incidents once (services/agent/recall_step.py); None otherwise.
-    recall: Callable[[], Awaitable[list[RecalledIncident]]] | None = None
-    recalled: list[RecalledIncident] | None = None
-
-    @property
-    def thread_ts(self) -> str:
-        return self.ctx.thread_ts
-
-    def mid(self, node: str, i: int) -> str:
-        return message_id(self.thread_ts, self.round, node, i)
+_NO_HYPOTHESIS: HypothesisDraft = {"summary": "", "claims": []}
+_NO_VERDICT: VerdictDraft = {"grounded": False, "questions": [], "graded_claims": []}
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def build_graph(deps: RoundDeps) -> Any:
-    """Compile the four-node graph bound to one round's dependencies."""
-    context_messages = to_messages(deps.ctx.rows)
-    window = pinned_window(deps.ctx)
+def _lc_calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """Calls as the model is shown them on the next turn (stored args: the window's bounds elided)."""
+    return [{"name": c.name, "args": stored_args(c.args), "id": c.id, "type": "tool_call"} for c in calls]
 
-    def call_key(tool: str, args: dict[str, Any]) -> tuple[str, str]:
+
+def _joined(text: str, label: str, items: list[str]) -> str:
+    """The turn's text with a parenthesised note the thread shows (nothing when there is nothing to say)."""
+    return f"{text} ({label}: {'; '.join(items)})".strip() if items else text
+
+
+class RoundGraph:
+    """One round's graph bound to its dependencies: one method per node, the state typed.
+
+    Built once per round (the context, the pinned window and the evidence already in hand are read
+    once here), then `run` invokes the compiled graph and returns its final state.
+    """
+
+    def __init__(self, deps: RoundDeps) -> None:
+        self.deps = deps
+        self.context_messages = to_messages(deps.ctx.rows)
+        self.window = pinned_window(deps.ctx)
+        self.earlier = {self.call_key(tool, args): eid for eid, tool, args in evidence_in_hand(deps.ctx)}
+        self.telemetry = deps.toolbox.tool_specs(exclude=(EVIDENCE_TOOL,))
+        self.investigator: Runnable[Any, BaseMessage] = (
+            deps.agent_model.bind_tools(self.telemetry) if self.telemetry else deps.agent_model
+        )
+
+    def compile(self) -> Any:
+        """The compiled StateGraph: investigate loops through tools, then hypothesis, judge, post."""
+        graph = StateGraph(RoundState)
+        graph.add_node("investigate", self.investigate)
+        graph.add_node("tools", self.tools)
+        graph.add_node("hypothesis", self.hypothesis)
+        graph.add_node("judge", self.judge)
+        graph.add_node("post", self.post)
+        graph.add_edge(START, "investigate")
+        graph.add_conditional_edges(
+            "investigate", self.after_investigate, {"tools": "tools", "hypothesis": "hypothesis"}
+        )
+        graph.add_edge("tools", "investigate")
+        graph.add_edge("hypothesis", "judge")
+        graph.add_edge("judge", "post")
+        graph.add_edge("post", END)
+        return graph.compile()
+
+    async def run(self) -> RoundState:
+        """Run the round to its post; the limit allows every tool turn the config allows, and no loop."""
+        limit = 4 * self.deps.config.max_tool_turns + 10
+        final: RoundState = await self.compile().ainvoke({}, config={"recursion_limit": limit})
+        return final
+
+    # -- shared steps ------------------------------------------------------------------------------
+
+    def call_key(self, tool: str, args: dict[str, Any]) -> tuple[str, str]:
         """A call's identity; the pinned window's bounds are implied (re-rendered calls elide them)."""
-        return tool, canonical_json(outside_window(args, window))
+        return tool, canonical_json(outside_window(args, self.window))
 
-    earlier = {call_key(tool, args): eid for eid, tool, args in evidence_in_hand(deps.ctx)}
-    telemetry = deps.toolbox.tool_specs(exclude=(EVIDENCE_TOOL,))
-    investigator = deps.agent_model.bind_tools(telemetry) if telemetry else deps.agent_model
+    async def emit(self, *events: EventBase) -> None:
+        """Send events off the event loop: the producer's flush blocks."""
+        await asyncio.to_thread(self.deps.emitter.send, *events)
 
-    async def emit(*events: EventBase) -> None:
-        await asyncio.to_thread(deps.emitter.send, *events)
+    async def emit_ai(
+        self,
+        node: Literal["investigate", "hypothesis"],
+        i: int,
+        text: str,
+        model: str,
+        *,
+        calls: Sequence[ToolCall] = (),
+        claims: Sequence[Claim] = (),
+        failure: str | None = None,
+        raw_answer: str | None = None,
+    ) -> str:
+        """The one place an AiMessage is built and sent, so every model turn is recorded alike."""
+        mid = self.deps.mid(node, i)
+        await self.emit(
+            AiMessage(
+                thread_ts=self.deps.thread_ts,
+                message_id=mid,
+                event_time=_now(),
+                round=self.deps.round,
+                node=node,
+                text=text,
+                tool_calls=list(calls),
+                model=model,
+                claims=list(claims),
+                failure=failure,
+                raw_answer=raw_answer,
+            )
+        )
+        return mid
 
-    async def ask(model: Any, node: str, messages: list[BaseMessage]) -> AIMessage:
-        tools = telemetry if model is investigator else []
-        tokens = model_input_tokens(messages, tools)  # the whole input: messages and tool schemas
+    async def ask(self, model: Any, node: str, messages: list[BaseMessage]) -> AIMessage:
+        """One model call, its whole input (messages and tool schemas) counted and checked first."""
+        deps = self.deps
+        tools = self.telemetry if model is self.investigator else []
+        tokens = model_input_tokens(messages, tools)
         schema_tokens = tool_schema_tokens(tools)
         deps.model_inputs.append((node, tokens))
         metrics.MODEL_INPUT_TOKENS.labels(node).observe(tokens)
@@ -144,232 +175,201 @@ def build_graph(deps: RoundDeps) -> Any:
             raise TypeError(f"model answered {type(answer).__name__}, not an AIMessage")
         return answer
 
-    async def pause() -> None:
-        if deps.config.step_delay > 0:
-            await asyncio.sleep(deps.config.step_delay)
+    async def pause(self) -> None:
+        """The configured pause between steps (a demo's pace; zero in production)."""
+        if self.deps.config.step_delay > 0:
+            await asyncio.sleep(self.deps.config.step_delay)
 
-    async def playbook_turn(state: RoundState, plan: PlaybookPlan) -> RoundState | None:
+    # -- investigate and tools ---------------------------------------------------------------------
+
+    async def investigate(self, state: RoundState) -> RoundState:
+        """A model turn that may call tools; an alert's first turn is its playbook, without a model."""
+        deps, i = self.deps, state.get("investigate_i", 0)
+        if i == 0 and deps.playbook is not None:
+            first = await self.playbook_turn(state, deps.playbook)
+            if first is not None:
+                return first
+        turn = list(state.get("turn", []))
+        system = SystemMessage(content=f"{deps.preamble}\n\n{prompts.INVESTIGATE}")
+        answer = await self.ask(self.investigator, "investigate", [system, *self.context_messages, *turn])
+        asked = answer.tool_calls if i < deps.config.max_tool_turns else []
+        calls, skipped, checked_notes = self.new_calls(asked, turn)
+        text = answer.content if isinstance(answer.content, str) else render_for_model(answer.content)
+        text = _joined(text, "already in evidence, not repeated", skipped)
+        if answer.invalid_tool_calls:  # arguments that are not JSON: said in the thread, never run
+            bad = "; ".join(
+                f"{c.get('name')}: {c.get('error') or 'bad arguments'}" for c in answer.invalid_tool_calls
+            )
+            text = _joined(text, "invalid tool calls, not run", [outcomes.clip(bad, 200)])
+        text = _joined(text, "checked before running", checked_notes)
+        calls, no_room = calls_with_room(deps, text, calls, deps.model_inputs[-1][1])
+        text = _joined(text, "not run, no room under the input budget", no_room)
+        update = await self.record_turn(state, i, text, calls, deps.agent_model_name)
+        await self.pause()
+        return update
+
+    def new_calls(
+        self, asked: list[Any], turn: list[BaseMessage]
+    ) -> tuple[list[ToolCall], list[str], list[str]]:
+        """The model's calls checked (clamped, invariant 13) and new: (to run, already in evidence, notes).
+
+        A call already in evidence is never repeated (it is named instead); one already made this
+        round, or twice in this answer, is dropped silently.
+        """
+        deps = self.deps
+        done_now = {
+            self.call_key(c["name"], c["args"])
+            for m in turn
+            if isinstance(m, AIMessage)
+            for c in m.tool_calls
+        }
+        calls: list[ToolCall] = []
+        skipped: list[str] = []
+        notes: list[str] = []
+        for call in asked:
+            checked = deps.tools.guard.check(call["name"], dict(call.get("args") or {}))
+            args = checked.args  # clamped to the window and limits; a refusal is answered by tools
+            if checked.notes:
+                notes.append(f"{call['name']}: {checked.note_text()}")
+            key = self.call_key(call["name"], args)
+            if key in self.earlier:
+                skipped.append(f"{call['name']} -> {self.earlier[key]}")
+                continue
+            if key in done_now or any(self.call_key(c.name, c.args) == key for c in calls):
+                continue
+            cid = tool_call_id(deps.thread_ts, deps.round, call["name"], args)
+            calls.append(ToolCall(id=cid, name=call["name"], args=args))
+        return calls, skipped, notes
+
+    async def playbook_turn(self, state: RoundState, plan: PlaybookPlan) -> RoundState | None:
         """The playbook's calls as the round's first turn, before any model call (None: nothing new)."""
+        deps = self.deps
         calls: list[ToolCall] = []
         for name, planned in plan.calls:
             args = deps.tools.guard.check(name, planned).args  # checked like any call (invariant 13)
-            key = call_key(name, args)
-            if key in earlier or any(call_key(c.name, c.args) == key for c in calls):
+            key = self.call_key(name, args)
+            if key in self.earlier or any(self.call_key(c.name, c.args) == key for c in calls):
                 continue
             calls.append(
                 ToolCall(id=tool_call_id(deps.thread_ts, deps.round, name, args), name=name, args=args)
             )
         if not calls:
             return None
-        mid = deps.mid("investigate", 0)
         text = f"playbook {plan.playbook}: {len(calls)} calls"
         if plan.skipped:
             text += f" (skipped: {'; '.join(plan.skipped)})"
-        await emit(
-            AiMessage(
-                thread_ts=deps.thread_ts,
-                message_id=mid,
-                event_time=_now(),
-                round=deps.round,
-                node="investigate",
-                text=text,
-                tool_calls=calls,
-                model=f"playbook:{plan.playbook}",
-            )
-        )
-        lc_calls = [
-            {"name": c.name, "args": stored_args(c.args), "id": c.id, "type": "tool_call"} for c in calls
-        ]
-        return {
-            "turn": [AIMessage(content=text, tool_calls=lc_calls, id=mid)],
-            "emitted": [*state.get("emitted", []), mid],
-            "investigate_i": 1,
-            "pending": [c.model_dump() for c in calls],
-        }
+        return await self.record_turn(state, 0, text, calls, f"playbook:{plan.playbook}")
 
-    async def investigate(state: RoundState) -> RoundState:
-        i = state.get("investigate_i", 0)
-        if i == 0 and deps.playbook is not None:
-            first = await playbook_turn(state, deps.playbook)
-            if first is not None:
-                return first
-        turn = list(state.get("turn", []))
-        system = SystemMessage(content=f"{deps.preamble}\n\n{prompts.INVESTIGATE}")
-        answer = await ask(investigator, "investigate", [system, *context_messages, *turn])
-        calls: list[ToolCall] = []
-        skipped: list[str] = []
-        done_now = {
-            call_key(c["name"], c["args"]) for m in turn if isinstance(m, AIMessage) for c in m.tool_calls
-        }
-        checked_notes: list[str] = []
-        for call in answer.tool_calls if i < deps.config.max_tool_turns else []:
-            checked = deps.tools.guard.check(call["name"], dict(call.get("args") or {}))
-            args = checked.args  # clamped to the window and limits; a refusal is answered by tools
-            if checked.notes:
-                checked_notes.append(f"{call['name']}: {checked.note_text()}")
-            key = call_key(call["name"], args)
-            if key in earlier:  # already in evidence: never repeat it
-                skipped.append(f"{call['name']} -> {earlier[key]}")
-                continue
-            if key in done_now or any(call_key(c.name, c.args) == key for c in calls):
-                continue
-            cid = tool_call_id(deps.thread_ts, deps.round, call["name"], args)
-            calls.append(ToolCall(id=cid, name=call["name"], args=args))
-        text = answer.content if isinstance(answer.content, str) else render_for_model(answer.content)
-        if skipped:
-            text = f"{text} (already in evidence, not repeated: {'; '.join(skipped)})".strip()
-        if answer.invalid_tool_calls:  # arguments that are not JSON: said in the thread, never run
-            bad = "; ".join(
-                f"{c.get('name')}: {c.get('error') or 'bad arguments'}" for c in answer.invalid_tool_calls
-            )
-            text = f"{text} (invalid tool calls, not run: {outcomes.clip(bad, 200)})".strip()
-        if checked_notes:
-            text = f"{text} (checked before running: {'; '.join(checked_notes)})".strip()
-        calls, no_room = calls_with_room(deps, text, calls, deps.model_inputs[-1][1])
-        if no_room:
-            text = f"{text} (not run, no room under the input budget: {'; '.join(no_room)})".strip()
-        mid = deps.mid("investigate", i)
-        await emit(
-            AiMessage(
-                thread_ts=deps.thread_ts,
-                message_id=mid,
-                event_time=_now(),
-                round=deps.round,
-                node="investigate",
-                text=text,
-                tool_calls=calls,
-                model=deps.agent_model_name,
-            )
-        )
-        lc_calls = [
-            {"name": c.name, "args": stored_args(c.args), "id": c.id, "type": "tool_call"} for c in calls
-        ]
-        turn.append(AIMessage(content=text, tool_calls=lc_calls, id=mid))
-        await pause()
+    async def record_turn(
+        self, state: RoundState, i: int, text: str, calls: list[ToolCall], model: str
+    ) -> RoundState:
+        """Emit an investigate turn and add it to the round's messages, its calls pending."""
+        mid = await self.emit_ai("investigate", i, text, model, calls=calls)
+        turn = [*state.get("turn", []), AIMessage(content=text, tool_calls=_lc_calls(calls), id=mid)]
         return {
             "turn": turn,
             "emitted": [*state.get("emitted", []), mid],
             "investigate_i": i + 1,
-            "pending": [c.model_dump() for c in calls],
+            "pending": calls,
         }
 
-    async def tools(state: RoundState) -> RoundState:
+    async def tools(self, state: RoundState) -> RoundState:
+        """Run the pending calls through the tool path; each result joins the turn as a ToolMessage."""
+        deps = self.deps
         turn = list(state.get("turn", []))
         emitted = list(state.get("emitted", []))
         k = state.get("tool_i", 0)
         for call in state.get("pending", []):
             mid = deps.mid("tools", k)
-            outcome = await deps.tools.run(
-                deps.thread_ts, deps.round, mid, call["id"], call["name"], call["args"]
-            )
+            outcome = await deps.tools.run(deps.thread_ts, deps.round, mid, call.id, call.name, call.args)
             if outcome.message_id.startswith(f"{deps.thread_ts}:{deps.round}:"):
                 mid = outcome.message_id  # a retry that planned in another order: the staged row stands
-            body = tool_body(mid, f"tool result of {call['name']}", outcome.compact)
+            body = tool_body(mid, f"tool result of {call.name}", outcome.compact)
             if outcome.note:  # the clamp is said with the result it shaped
                 body = f"[checked: {outcome.note}] {body}"
-            turn.append(ToolMessage(content=body, tool_call_id=call["id"], id=mid))
+            turn.append(ToolMessage(content=body, tool_call_id=call.id, id=mid))
             emitted.append(mid)
             k += 1
-        await pause()
+        await self.pause()
         return {"turn": turn, "emitted": emitted, "tool_i": k, "pending": []}
 
+    @staticmethod
     def after_investigate(state: RoundState) -> str:
+        """Tools while the last turn asked for calls; the hypothesis once it asked for none."""
         return "tools" if state.get("pending") else "hypothesis"
 
-    async def hypothesis(state: RoundState) -> RoundState:
+    # -- hypothesis, judge, post -------------------------------------------------------------------
+
+    async def hypothesis(self, state: RoundState) -> RoundState:
+        """The cause and its claims, each citing evidence; a failed answer is recorded as a failure."""
+        deps = self.deps
         turn = list(state.get("turn", []))
         if deps.recall is not None and deps.recalled is None:  # after the investigation: a cause to match
             deps.recalled = await deps.recall()
             turn.append(recall_message(recall_id(deps.thread_ts), deps.recalled))
         system = SystemMessage(content=f"{deps.preamble}\n\n{prompts.HYPOTHESIS}")
         result = await ask_structured(
-            lambda m, msgs: ask(m, "hypothesis", msgs),
+            lambda m, msgs: self.ask(m, "hypothesis", msgs),
             deps.agent_model,
-            [system, *context_messages, *turn],
+            [system, *self.context_messages, *turn],
             HypothesisAnswer,
         )
-        mid = deps.mid("hypothesis", 0)
+        failure: str | None = None
         if isinstance(result, Failed):
-            failure: str | None = result.reason
-            claims: list[Claim] = []
+            failure, claims = result.reason, []
             summary = outcomes.hypothesis_failed_text(result.reason)
         else:
-            failure, summary = None, result.value.summary
+            summary = result.value.summary
             claims = [Claim(**c.model_dump()) for c in result.value.claims]
-        await emit(
-            AiMessage(
-                thread_ts=deps.thread_ts,
-                message_id=mid,
-                event_time=_now(),
-                round=deps.round,
-                node="hypothesis",
-                text=summary,
-                claims=claims,
-                model=deps.agent_model_name,
-                failure=failure,
-                raw_answer=result.text if failure else None,
-            )
+        mid = await self.emit_ai(
+            "hypothesis",
+            0,
+            summary,
+            deps.agent_model_name,
+            claims=claims,
+            failure=failure,
+            raw_answer=result.text if failure else None,
         )
-        told = (
-            summary
-            if failure
-            else canonical_json({"summary": summary, "claims": [c.model_dump() for c in claims]})
-        )
+        drafts = [ClaimDraft(text=c.text, evidence_ids=list(c.evidence_ids)) for c in claims]
+        told = summary if failure else canonical_json({"summary": summary, "claims": drafts})
         turn.append(AIMessage(content=told, id=mid))
-        await pause()
-        return {
+        await self.pause()
+        update: RoundState = {
             "turn": turn,
             "emitted": [*state.get("emitted", []), mid],
-            "hypothesis": {"summary": summary, "claims": [c.model_dump() for c in claims]},
+            "hypothesis": {"summary": summary, "claims": drafts},
             "hypothesis_id": mid,
-            **({"hypothesis_failure": failure} if failure else {}),
         }
+        if failure:
+            update["hypothesis_failure"] = failure
+        return update
 
-    async def judge(state: RoundState) -> RoundState:
+    async def judge(self, state: RoundState) -> RoundState:
+        """A second model grades each claim against the evidence it cites, shown as data."""
         if state.get("hypothesis_failure"):
-            return await nothing_to_judge(state)
-        hyp: dict[str, Any] = state.get("hypothesis") or {"summary": "", "claims": []}
-        evidence = evidence_index(deps, state.get("turn", []))
-        cited = {e for c in hyp["claims"] for e in c["evidence_ids"]}
-        shown = {eid: evidence[eid] for eid in sorted(cited) if eid in evidence}
-        raw_checks = []
-        raws: dict[str, str] = {}
-        for k, claim in enumerate(hyp["claims"]):
-            numbers = sorted(set(_NUMBER.findall(claim["text"])))
-            haystack = ""
-            for eid in claim["evidence_ids"]:
-                if eid not in evidence:
-                    continue
-                if eid not in raws:
-                    raws[eid] = render_for_model(await deps.raw_reader(eid))
-                haystack += raws[eid] + render_for_model(evidence[eid]["digest"])
-            missing = [n for n in numbers if n not in haystack]
-            raw_checks.append({"claim": k, "missing": missing})
-        payload = {
-            "hypothesis_id": state.get("hypothesis_id"),
-            "service": deps.ctx.state.service if deps.ctx.state else None,
-            "summary": hyp["summary"],
-            "claims": hyp["claims"],
-            "evidence": shown,
-            "raw_checks": raw_checks,
-        }
-        budget = deps.config.input_budget_for(deps.judge_model_name)
-        payload = shape_judge_payload(payload, budget, judge_input_tokens)  # services/agent/judge_shape.py
+            return await self.nothing_to_judge(state)
+        deps = self.deps
+        hyp = state.get("hypothesis") or _NO_HYPOTHESIS
+        payload = shape_judge_payload(  # services/agent/judge_shape.py
+            await self.judge_payload(state, hyp),
+            deps.config.input_budget_for(deps.judge_model_name),
+            judge_input_tokens,
+        )
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.JUDGE),
             judge_message(payload),  # framed as data (services/agent/judge_input.py)
         ]
         result = await ask_structured(
-            lambda m, msgs: ask(m, "judge", msgs), deps.judge_model, messages, JudgeAnswer
+            lambda m, msgs: self.ask(m, "judge", msgs), deps.judge_model, messages, JudgeAnswer
         )
         if isinstance(result, Failed):
-            return await judge_failed(state, result)
+            return await self.judge_failed(state, result)
         verdict = result.value.model_dump()
         grounded = bool(verdict.get("grounded"))
         questions = [] if grounded else [str(q) for q in verdict.get("questions") or []][:2]
         graded = terse_grades(verdict.get("graded_claims"), hyp["claims"])
         mid = deps.mid("judge", 0)
-        await emit(
+        await self.emit(
             JudgeVerdict(
                 thread_ts=deps.thread_ts,
                 message_id=mid,
@@ -382,58 +382,71 @@ def build_graph(deps: RoundDeps) -> Any:
                 model=deps.judge_model_name,
             )
         )
-        await pause()
+        await self.pause()
         return {
             "emitted": [*state.get("emitted", []), mid],
             "verdict": {"grounded": grounded, "questions": questions, "graded_claims": graded},
         }
 
-    async def record_verdict(state: RoundState, verdict: JudgeVerdict) -> RoundState:
-        await emit(verdict)
-        await pause()
+    async def judge_payload(self, state: RoundState, hyp: HypothesisDraft) -> dict[str, Any]:
+        """What the judge reads: the claims, the evidence they cite, and the numbers it lacks (raw too)."""
+        deps = self.deps
+        evidence = evidence_index(deps.ctx, state.get("turn", []))
+        cited = {e for c in hyp["claims"] for e in c["evidence_ids"]}
+        raws: dict[str, str] = {}
+        raw_checks = []
+        for k, claim in enumerate(hyp["claims"]):
+            haystack = ""
+            for eid in claim["evidence_ids"]:
+                if eid not in evidence:
+                    continue
+                if eid not in raws:
+                    raws[eid] = render_for_model(await deps.raw_reader(eid))
+                haystack += raws[eid] + render_for_model(evidence[eid]["digest"])
+            missing = [n for n in claim_numbers(claim) if n not in haystack]
+            raw_checks.append({"claim": k, "missing": missing})
+        return {
+            "hypothesis_id": state.get("hypothesis_id"),
+            "service": deps.ctx.state.service if deps.ctx.state else None,
+            "summary": hyp["summary"],
+            "claims": hyp["claims"],
+            "evidence": {eid: evidence[eid] for eid in sorted(cited) if eid in evidence},
+            "raw_checks": raw_checks,
+        }
+
+    async def record_verdict(self, state: RoundState, verdict: JudgeVerdict) -> RoundState:
+        """Emit a verdict that grades nothing (a failure), so the post says why there is no answer."""
+        await self.emit(verdict)
+        await self.pause()
         return {
             "emitted": [*state.get("emitted", []), verdict.message_id],
             "verdict": {"grounded": False, "questions": [], "graded_claims": [], "failure": verdict.failure},
         }
 
-    async def nothing_to_judge(state: RoundState) -> RoundState:
+    async def nothing_to_judge(self, state: RoundState) -> RoundState:
         """The judge never grades a failed hypothesis: it records that there was nothing to grade."""
-        hid = str(state.get("hypothesis_id"))
-        return await record_verdict(
-            state, outcomes.nothing_judged(deps.mid("judge", 0), deps.round, hid, _now())
-        )
+        hid, mid = str(state.get("hypothesis_id")), self.deps.mid("judge", 0)
+        return await self.record_verdict(state, outcomes.nothing_judged(mid, self.deps.round, hid, _now()))
 
-    async def judge_failed(state: RoundState, result: Failed) -> RoundState:
+    async def judge_failed(self, state: RoundState, result: Failed) -> RoundState:
+        """The judge's own answer never validated: recorded with its reason, no grades."""
+        deps = self.deps
         hid, mid = str(state.get("hypothesis_id")), deps.mid("judge", 0)
         verdict = outcomes.judge_failed(mid, deps.round, hid, deps.judge_model_name, result, _now())
-        return await record_verdict(state, verdict)
+        return await self.record_verdict(state, verdict)
 
-    async def post(state: RoundState) -> RoundState:
-        verdict: dict[str, Any] = state.get("verdict") or {"grounded": False, "questions": []}
-        hyp: dict[str, Any] = state.get("hypothesis") or {"summary": "", "claims": []}
-        kind: Literal["summary", "questions", "failure"]
-        if verdict.get("failure"):
-            kind = "failure"
-            hyp_failure = state.get("hypothesis_failure")
-            text = outcomes.failure_post(str(state.get("hypothesis_id")), hyp_failure, verdict["failure"])
-        elif verdict["grounded"]:
-            kind = "summary"
-            # The claims' evidence ids are in the hypothesis; the post names it once.
-            lines = [
-                hyp["summary"],
-                *(f"• {c['text']}" for c in hyp["claims"]),
-                f"evidence: {state.get('hypothesis_id')}",
-            ]
-            text = "\n".join(lines)
-        else:
-            kind = "questions"
-            qs = verdict["questions"] or ["What else should I look at?"]
-            text = "Before I conclude, I need answers to:\n" + "\n".join(
-                f"{n}. {q}" for n, q in enumerate(qs, 1)
-            )
+    async def post(self, state: RoundState) -> RoundState:
+        """The round's one Slack post and its commit marker, sent together (the post is exactly once)."""
+        deps = self.deps
+        kind, text = post_text(state)
         mid = deps.mid("post", 0)
         emitted = [*state.get("emitted", []), mid]
-        await emit(
+        model = (
+            deps.agent_model_name
+            if kind == "summary" or state.get("hypothesis_failure")
+            else deps.judge_model_name
+        )
+        await self.emit(
             ThreadPost(
                 thread_ts=deps.thread_ts,
                 message_id=mid,
@@ -443,9 +456,7 @@ def build_graph(deps: RoundDeps) -> Any:
                 text=redact_text(text),  # the model's words, as recorded and posted (invariant 13)
                 answers=list(deps.answers),
                 concurrent=concurrent_of_hits(deps.recalled),  # the first post names them (issue 37)
-                model=deps.agent_model_name
-                if kind == "summary" or state.get("hypothesis_failure")
-                else deps.judge_model_name,
+                model=model,
             ),
             RoundCommitted(
                 thread_ts=deps.thread_ts,
@@ -457,43 +468,26 @@ def build_graph(deps: RoundDeps) -> Any:
         )
         return {"emitted": emitted}
 
-    graph = StateGraph(RoundState)
-    graph.add_node("investigate", investigate)
-    graph.add_node("tools", tools)
-    graph.add_node("hypothesis", hypothesis)
-    graph.add_node("judge", judge)
-    graph.add_node("post", post)
-    graph.add_edge(START, "investigate")
-    graph.add_conditional_edges(
-        "investigate", after_investigate, {"tools": "tools", "hypothesis": "hypothesis"}
+
+PostKind = Literal["summary", "questions", "failure"]
+
+
+def post_text(state: RoundState) -> tuple[PostKind, str]:
+    """The post's kind and words: the grounded summary, the judge's questions, or what failed."""
+    verdict = state.get("verdict") or _NO_VERDICT
+    hyp = state.get("hypothesis") or _NO_HYPOTHESIS
+    if verdict.get("failure"):
+        judge_failure = verdict.get("failure")
+        hid = str(state.get("hypothesis_id"))
+        return "failure", outcomes.failure_post(hid, state.get("hypothesis_failure"), judge_failure)
+    if verdict["grounded"]:
+        # The claims' evidence ids are in the hypothesis; the post names it once.
+        lines = [hyp["summary"], *(f"• {c['text']}" for c in hyp["claims"])]
+        return "summary", "\n".join([*lines, f"evidence: {state.get('hypothesis_id')}"])
+    qs = verdict["questions"] or ["What else should I look at?"]
+    return "questions", "Before I conclude, I need answers to:\n" + "\n".join(
+        f"{n}. {q}" for n, q in enumerate(qs, 1)
     )
-    graph.add_edge("tools", "investigate")
-    graph.add_edge("hypothesis", "judge")
-    graph.add_edge("judge", "post")
-    graph.add_edge("post", END)
-    return graph.compile()
-
-
-def terse_grades(graded: Any, claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The judge's grades as recorded: claim by index, a reason only for a failure.
-
-    A grade that names its claim by text (a model that ignored the format) is mapped to the
-    claim's index when the text matches one; otherwise it is kept as the model gave it.
-    """
-    texts = {str(c.get("text")): k for k, c in enumerate(claims)}
-    out: list[dict[str, Any]] = []
-    for g in graded if isinstance(graded, list) else []:
-        if not isinstance(g, dict):
-            continue
-        claim = g.get("claim")
-        if isinstance(claim, str) and claim in texts:
-            claim = texts[claim]
-        grounded = bool(g.get("grounded"))
-        grade: dict[str, Any] = {"claim": claim, "grounded": grounded}
-        if not grounded and g.get("reason"):
-            grade["reason"] = str(g["reason"])
-        out.append(grade)
-    return out
 
 
 def calls_with_room(
@@ -516,28 +510,3 @@ def calls_with_room(
             break
         kept.append(call)
     return kept, [c.name for c in calls[len(kept) :]]
-
-
-def evidence_index(deps: RoundDeps, turn: list[BaseMessage]) -> dict[str, dict[str, Any]]:
-    """Every citable id -> its kind (tool name or 'human') and what the model saw of it."""
-    calls = {str(c["id"]): str(c["name"]) for r in deps.ctx.rows for c in r.tool_calls()}
-    calls.update({str(c["id"]): c["name"] for m in turn if isinstance(m, AIMessage) for c in m.tool_calls})
-    index: dict[str, dict[str, Any]] = {}
-    for row in deps.ctx.rows:
-        if row.role == "tool":
-            index[row.id] = {"kind": calls.get(row.tool_call_id or "", "tool"), "digest": row.value}
-        elif row.role == "human" and isinstance(row.value, dict):
-            index[row.id] = {
-                "kind": "human",
-                "digest": {"user": row.value.get("user"), "text": row.value.get("text")},
-            }
-    for m in turn:
-        if isinstance(m, ToolMessage) and m.id:
-            body = m.content if isinstance(m.content, str) else render_for_model(m.content)
-            body = re.sub(r"^(\[checked: [^\]]*\] )?\[evidence [^\]]+\] ", "", framed_within(body))
-            try:
-                digest: Any = json.loads(body)
-            except ValueError:
-                digest = body
-            index[m.id] = {"kind": calls.get(m.tool_call_id, "tool"), "digest": digest}
-    return index

@@ -392,7 +392,7 @@ def run(args: argparse.Namespace) -> int:
     service = AgentService(config, build_models(config.models), dlq_topic=args.dlq_topic, heartbeat=heartbeat)
     signal.signal(signal.SIGTERM, lambda *_: service.stop.set())
     # Before the loop's first beat, so `/healthz` says ready only once the first wake pays nothing extra:
-    # the token encoding (100-120 ms on first use), the event codec, the emitter's topic metadata and
+    # the token encoding (loaded on its first use), the event codec, the emitter's topic metadata and
     # a first connection to Postgres (each round opens its own).
     run_steps(
         {

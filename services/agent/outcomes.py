@@ -49,22 +49,27 @@ def failure_post(hypothesis_id: str, hypothesis_failure: str | None, judge_failu
 
 def nothing_judged(message_id: str, round_: int, hypothesis_id: str, now: datetime) -> JudgeVerdict:
     """The judge's row when the hypothesis failed: no model asked, nothing graded, and why."""
-    return JudgeVerdict(
-        thread_ts=parse_message_id(message_id)[0],
-        message_id=message_id,
-        event_time=now,
-        round=round_,
-        grounded=False,
-        hypothesis_id=hypothesis_id,
-        model=NO_MODEL,
-        failure=nothing_to_judge(hypothesis_id),
-    )
+    return _ungraded(message_id, round_, hypothesis_id, now, NO_MODEL, nothing_to_judge(hypothesis_id))
 
 
 def judge_failed(
     message_id: str, round_: int, hypothesis_id: str, model: str, result: Failed, now: datetime
 ) -> JudgeVerdict:
     """The judge's row when its own answer never validated: the reason and its text, no grades."""
+    failure = judge_failed_text(result.reason)
+    return _ungraded(message_id, round_, hypothesis_id, now, model, failure, raw_answer=result.text)
+
+
+def _ungraded(
+    message_id: str,
+    round_: int,
+    hypothesis_id: str,
+    now: datetime,
+    model: str,
+    failure: str,
+    raw_answer: str | None = None,
+) -> JudgeVerdict:
+    """A verdict that grades nothing (grounded False), with why."""
     return JudgeVerdict(
         thread_ts=parse_message_id(message_id)[0],
         message_id=message_id,
@@ -73,6 +78,6 @@ def judge_failed(
         grounded=False,
         hypothesis_id=hypothesis_id,
         model=model,
-        failure=judge_failed_text(result.reason),
-        raw_answer=result.text,
+        failure=failure,
+        raw_answer=raw_answer,
     )

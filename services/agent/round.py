@@ -24,7 +24,7 @@ from schemas.tokens import count_tokens
 from services.agent import metrics
 from services.agent.coalesce import unanswered, wake_done
 from services.agent.config import EVIDENCE_TOOL, AgentConfig
-from services.agent.graph import RoundDeps, build_graph
+from services.agent.graph import RoundGraph
 from services.agent.guard import guard_for
 from services.agent.mcp_client import McpToolbox, ToolCallError
 from services.agent.playbooks import (
@@ -36,6 +36,7 @@ from services.agent.playbooks import (
     plan_calls,
 )
 from services.agent.recall_step import recall_step
+from services.agent.round_state import RawReader, RoundDeps
 from services.agent.toolpath import ProjectionTimeout, ToolPath
 from services.boundary.redact import redact_value
 from services.context_render.context import LoadedContext, load_context, row_digest
@@ -163,14 +164,35 @@ async def run_round(
     wake: Wake, config: AgentConfig, models: Models, toolbox: McpToolbox, emitter: EventEmitter
 ) -> RoundResult:
     """Run the round a wake asks for; idempotent (a rerun re-emits the same ids)."""
+    started = time.perf_counter()
+    await _await_trigger(wake, config)
+    conn = await asyncio.to_thread(connect, config)
+    try:
+        ctx = await _load(conn, wake.thread_ts)
+        if wake_done(ctx.rows, wake.reason, wake.trigger_message_id):
+            log.info("wake already answered; skipped", extra=about(wake.thread_ts, wake.trigger_message_id))
+            return RoundResult(wake.thread_ts, None, "skipped")
+        now = datetime.now(UTC)
+        round_, plan = plan_round(ctx, config, now, wake.trigger_message_id)
+        if plan.events:
+            await _rerender(conn, plan, config, emitter, wake.thread_ts)
+            ctx = await _load(conn, wake.thread_ts)
+        deps = round_deps(wake, config, models, toolbox, emitter, conn, ctx, round_, now)
+        log.info("round started", extra=about(wake.thread_ts, wake.trigger_message_id, round=round_))
+        final = await RoundGraph(deps).run()
+        return await _committed(conn, wake, deps, list(final.get("emitted", [])), started)
+    finally:
+        await asyncio.to_thread(conn.close)
+
+
+async def _await_trigger(wake: Wake, config: AgentConfig) -> None:
+    """Wait until the wake's trigger is in the projection: the round reads the thread from there."""
     from schemas.read_model import wait_until_projected
 
-    started = time.perf_counter()
-    thread_ts = wake.thread_ts
     projected = await asyncio.to_thread(
         wait_until_projected,
         config.database_url,
-        thread_ts,
+        wake.thread_ts,
         wake.trigger_message_id,
         config.projection_timeout,
         config.schema,
@@ -179,99 +201,112 @@ async def run_round(
         raise TriggerNotProjected(
             f"trigger {wake.trigger_message_id} not projected in {config.projection_timeout}s"
         )
-    conn = await asyncio.to_thread(connect, config)
-    try:
-        ctx = await asyncio.to_thread(load_context, conn, thread_ts)
-        _log_loaded(ctx)
-        if wake_done(ctx.rows, wake.reason, wake.trigger_message_id):
-            log.info("wake already answered; skipped", extra=about(thread_ts, wake.trigger_message_id))
-            return RoundResult(thread_ts, None, "skipped")
-        now = datetime.now(UTC)
-        round_, plan = plan_round(ctx, config, now, wake.trigger_message_id)
-        if plan.events:
-            await asyncio.to_thread(emitter.send, *plan.events)
-            for event in plan.events:
-                metrics.RERENDERS.labels(event.policy).inc()
-            await _wait_rerendered(
-                conn, {e.target_id: e.tokens for e in plan.events}, config.projection_timeout
-            )
-            log.info(
-                "re-rendered",
-                extra=about(
-                    thread_ts, None, rows=len(plan.events), before=plan.tokens_before, after=plan.tokens_after
-                ),
-            )
-            ctx = await asyncio.to_thread(load_context, conn, thread_ts)
-            _log_loaded(ctx)
-        answers = tuple(AnsweredMention(message_id=m.message_id, user=m.user) for m in unanswered(ctx.rows))
-        trigger = Trigger(wake.reason, wake.trigger_message_id, wake.user, answers)
-        preamble = render_preamble(ctx, round_, trigger, trigger_time(ctx, trigger) or now)
 
-        async def read_raw(evidence_id: str) -> Any:
-            """The raw a claim cites, for the judge: redacted, whichever server answered (invariant 13)."""
-            if toolbox.has(EVIDENCE_TOOL):
-                try:
-                    return redact_value(
-                        await toolbox.call(EVIDENCE_TOOL, {"id": evidence_id}, thread=thread_ts)
-                    )
-                except ToolCallError:
-                    pass
-            record = await asyncio.to_thread(
-                lambda: conn.execute(read_model.RAW_CONTENT, {"id": evidence_id}).fetchone()
-            )
-            return None if record is None else redact_value(record[0])
 
-        deps = RoundDeps(
-            config=config,
-            ctx=ctx,
-            round=round_,
-            preamble=preamble,
-            agent_model=models.agent,
-            judge_model=models.judge,
-            agent_model_name=models.agent_name,
-            judge_model_name=models.judge_name,
-            toolbox=toolbox,
-            tools=ToolPath(
-                config, conn, toolbox, emitter, alert_context(ctx), guard_for(ctx, config, toolbox)
-            ),
-            emitter=emitter,
-            raw_reader=read_raw,
-            playbook=playbook_plan(ctx, toolbox) if wake.reason == "alert" else None,
-            answers=answers,
-            recall=recall_step(conn, ctx, emitter, wake),
+async def _load(conn: psycopg.Connection, thread_ts: str) -> LoadedContext:
+    """The thread's context: one query (invariant: the agent reads its context in one query)."""
+    ctx = await asyncio.to_thread(load_context, conn, thread_ts)
+    _log_loaded(ctx)
+    return ctx
+
+
+async def _rerender(
+    conn: psycopg.Connection, plan: Plan, config: AgentConfig, emitter: EventEmitter, thread_ts: str
+) -> None:
+    """Emit the plan's re-renderings and wait until the projection shows them (invariant 10)."""
+    await asyncio.to_thread(emitter.send, *plan.events)
+    for event in plan.events:
+        metrics.RERENDERS.labels(event.policy).inc()
+    await _wait_rerendered(conn, {e.target_id: e.tokens for e in plan.events}, config.projection_timeout)
+    log.info(
+        "re-rendered",
+        extra=about(
+            thread_ts, None, rows=len(plan.events), before=plan.tokens_before, after=plan.tokens_after
+        ),
+    )
+
+
+def raw_reader(conn: psycopg.Connection, toolbox: McpToolbox, thread_ts: str) -> RawReader:
+    """The judge's reader of the raw a claim cites: the evidence tool when offered, else the store."""
+
+    async def read_raw(evidence_id: str) -> Any:
+        """The raw a claim cites, for the judge: redacted, whichever server answered (invariant 13)."""
+        if toolbox.has(EVIDENCE_TOOL):
+            try:
+                return redact_value(await toolbox.call(EVIDENCE_TOOL, {"id": evidence_id}, thread=thread_ts))
+            except ToolCallError:
+                pass
+        record = await asyncio.to_thread(
+            lambda: conn.execute(read_model.RAW_CONTENT, {"id": evidence_id}).fetchone()
         )
-        log.info("round started", extra=about(thread_ts, wake.trigger_message_id, round=round_))
-        final = await build_graph(deps).ainvoke(
-            {}, config={"recursion_limit": 4 * config.max_tool_turns + 10}
-        )
-        ids = list(final.get("emitted", []))
-        visible = await _wait_visible(conn, ids[-1], config.projection_timeout)
-        if not visible:
-            log.warning("round acked but not yet visible", extra=about(thread_ts, ids[-1], round=round_))
-        seconds = time.perf_counter() - started
-        metrics.ROUND_SECONDS.observe(seconds)
-        metrics.ROUNDS.labels("committed").inc()
-        metrics.TRIGGER_TO_COMMIT_SECONDS.labels(wake.reason).observe(metrics.trigger_age(wake))
-        log.info(
-            "round committed",
-            extra=about(
-                thread_ts,
-                ids[-1],
-                round=round_,
-                rows=len(ids),
-                seconds=round(seconds, 3),
-                model_inputs=deps.model_inputs,
-            ),
-        )
-        return RoundResult(
+        return None if record is None else redact_value(record[0])
+
+    return read_raw
+
+
+def round_deps(
+    wake: Wake,
+    config: AgentConfig,
+    models: Models,
+    toolbox: McpToolbox,
+    emitter: EventEmitter,
+    conn: psycopg.Connection,
+    ctx: LoadedContext,
+    round_: int,
+    now: datetime,
+) -> RoundDeps:
+    """What the graph needs for this round: the preamble, the tool path, the playbook, the recall."""
+    answers = tuple(AnsweredMention(message_id=m.message_id, user=m.user) for m in unanswered(ctx.rows))
+    trigger = Trigger(wake.reason, wake.trigger_message_id, wake.user, answers)
+    return RoundDeps(
+        config=config,
+        ctx=ctx,
+        round=round_,
+        preamble=render_preamble(ctx, round_, trigger, trigger_time(ctx, trigger) or now),
+        agent_model=models.agent,
+        judge_model=models.judge,
+        agent_model_name=models.agent_name,
+        judge_model_name=models.judge_name,
+        toolbox=toolbox,
+        tools=ToolPath(config, conn, toolbox, emitter, alert_context(ctx), guard_for(ctx, config, toolbox)),
+        emitter=emitter,
+        raw_reader=raw_reader(conn, toolbox, wake.thread_ts),
+        playbook=playbook_plan(ctx, toolbox) if wake.reason == "alert" else None,
+        answers=answers,
+        recall=recall_step(conn, ctx, emitter, wake),
+    )
+
+
+async def _committed(
+    conn: psycopg.Connection, wake: Wake, deps: RoundDeps, ids: list[str], started: float
+) -> RoundResult:
+    """Wait for the round's last row to be visible, count it, log it, and say what it was."""
+    thread_ts, round_ = wake.thread_ts, deps.round
+    visible = await _wait_visible(conn, ids[-1], deps.config.projection_timeout)
+    if not visible:
+        log.warning("round acked but not yet visible", extra=about(thread_ts, ids[-1], round=round_))
+    seconds = time.perf_counter() - started
+    metrics.ROUND_SECONDS.observe(seconds)
+    metrics.ROUNDS.labels("committed").inc()
+    metrics.TRIGGER_TO_COMMIT_SECONDS.labels(wake.reason).observe(metrics.trigger_age(wake))
+    log.info(
+        "round committed",
+        extra=about(
             thread_ts,
-            round_,
-            "committed",
-            ids,
-            deps.model_inputs,
-            count_tokens(preamble),
-            ctx.token_sum,
-            seconds,
-        )
-    finally:
-        await asyncio.to_thread(conn.close)
+            ids[-1],
+            round=round_,
+            rows=len(ids),
+            seconds=round(seconds, 3),
+            model_inputs=deps.model_inputs,
+        ),
+    )
+    return RoundResult(
+        thread_ts,
+        round_,
+        "committed",
+        ids,
+        deps.model_inputs,
+        count_tokens(deps.preamble),
+        deps.ctx.token_sum,
+        seconds,
+    )

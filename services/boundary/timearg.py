@@ -1,4 +1,5 @@
-"""Time and duration arguments of tool calls, parsed strictly for the scope checks. Pure.
+"""Time and duration arguments of tool calls, parsed strictly: the one parser, for the scope checks and
+for the telemetry server's requests to its back ends, so both read a time alike. Pure.
 
 The same forms the telemetry tools accept: RFC 3339, Unix seconds or Unix nanoseconds (16+
 digits); durations like `30s`, `1m30s` or plain seconds. Anything else is refused (fail closed).
@@ -37,7 +38,9 @@ def parse_time_ns(value: object) -> int:
         except ValueError:
             raise BadTimeArg(f"not a time: {value!r}") from None
         return int(parsed.timestamp()) * NS_PER_S + int((frac or ".0")[1:].ljust(9, "0")[:9])
-    raise BadTimeArg(f"not a time: {value!r} (RFC 3339, Unix seconds or Unix nanoseconds)")
+    raise BadTimeArg(
+        f"not a time: {value!r} (use RFC 3339 like 2026-03-14T09:00:00Z, Unix seconds or Unix nanoseconds)"
+    )
 
 
 def parse_duration_ns(value: object) -> int:
@@ -49,7 +52,7 @@ def parse_duration_ns(value: object) -> int:
         else:
             parts = list(_DURATION.finditer(text))
             if not text or "".join(m.group(0) for m in parts) != text:
-                raise BadTimeArg(f"not a duration: {value!r}")
+                raise BadTimeArg(f"not a duration: {value!r} (use 30s, 1m, 1h30m or seconds)")
             ns = sum(int(Decimal(m.group(1)) * _UNIT_NS[m.group(2)]) for m in parts)
     except InvalidOperation:
         raise BadTimeArg(f"not a duration: {value!r}") from None

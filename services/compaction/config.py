@@ -37,7 +37,11 @@ from services.runtime.loading import json_object_setting
 # 7: every digest is drawn from the raw redacted (services/boundary/redact.py): a credential is a typed
 #    marker in the compact, never in the model's view; the redactor's own version is part of this one.
 # 8: Loki reads logfmt (and Go slog text) lines as fields, like JSON ones (issue 36).
-COMPACTOR_VERSION = f"8.r{REDACTOR_VERSION}"
+# 9: series that never move (`Item.filler`) take a line only once every series that moves is kept:
+#    the selector no longer fills the room a skipped active group left with a `flat 0` group.
+# 10: Loki's terse forms show the exemplar line itself, cut around its opening and rarest words,
+#    wherever it says what the skeleton says in no more tokens; a log4j logger as its class (issue 36).
+COMPACTOR_VERSION = f"10.r{REDACTOR_VERSION}"
 
 BUDGETS_ENV = "COMPACTOR_BUDGETS"
 # The settings `load_config` reads: a re-derivation records them, and a compactor following a switch

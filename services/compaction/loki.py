@@ -10,9 +10,9 @@ labels (`level`, `detected_level`), else from the line's structure, else from it
 Order, which is also the order of what is kept: error-or-worse patterns, largest first
 (pinned); then the rest, largest first ("x198 in 76 seconds is itself diagnostic"), warnings
 counting double. Each pattern renders at five resolutions (exemplar and ranges; exemplar;
-opening and distinctive words with first/last; the same without times; fewer words); the
-tersest keeps the count, the level, the opening words and the pattern's most distinctive
-words, copied as they appear (digits as `*`).
+a terse form with first/last; the same without times; a shorter one); a terse form is the
+exemplar line cut around its opening and rarest words, or the skeleton of those words where
+the line would say less in as many tokens (`log_exemplar.terse_line`).
 Pure and deterministic.
 """
 
@@ -32,7 +32,8 @@ from services.compaction.log_anatomy import (
     level_name,
     split_line,
 )
-from services.compaction.log_patterns import WILD, WORD, digit_family, mine_words, word_spans
+from services.compaction.log_exemplar import CHUNK, SHORT_CHARS, shape, terse_line
+from services.compaction.log_patterns import WILD, digit_family, mine_words, word_spans
 from services.compaction.log_streams import StreamSet, families
 from services.compaction.model import Draft, Item, RawFormatError
 from services.compaction.render import clip, value_range
@@ -42,7 +43,10 @@ TOOL = "query_loki"
 _LABEL_KEYS = ("detected_level", "level", "severity", "lvl", "log_level")
 _LEVEL_TAG = {"warn": "WARN", "error": "ERROR", "critical": "CRIT", "fatal": "FATAL"}
 _EXEMPLAR_CHARS = 400  # the richest form: a long line is cut here, with the count of what follows
-_SHORT_CHARS = 160
+# The terser forms still show the exemplar line itself (`_excerpt`), cut to about these lengths;
+# below the floor the fitter leaves a lesser pattern out (counted in `omitted`) instead.
+_TERSE_CHARS = 72
+_FLOOR_CHARS = 48
 _MAX_VARS = 4
 
 
@@ -277,72 +281,6 @@ def _fields(pattern: _Pattern, raws: Sequence[Sequence[str]]) -> tuple[list[str]
     return out, frozenset(fixed)
 
 
-_CHUNK = re.compile(r"(\s+|,(?=\S))")
-_DIGITS = re.compile(r"\d+")
-_WORDLIKE = re.compile(r"[A-Za-z]{3}")  # a chunk that holds a word, not only an id or a number
-_DOTTED = re.compile(r"^([A-Za-z_][\w$]*\.){2,}[A-Za-z_][\w$]*:?$")
-
-
-def _package(match: re.Match[str]) -> str:
-    """`org.apache.hadoop.ipc.Client:` -> `Client:` (a logger's class; its package is in the raw)."""
-    return match.group(0).rsplit(".", 1)[-1]
-
-
-def _shape(chunk: str) -> str:
-    """How a chunk reads in a terse form: digit runs as `*` (`[DFSClient_NONMAPREDUCE_*_*]`), a
-    dotted Java/Go package path as its class (`Client:`), the rest as written."""
-    if _DOTTED.match(chunk):
-        return _DOTTED.sub(_package, chunk)
-    return _DIGITS.sub("*", chunk)
-
-
-def _keywords(
-    message: str, opening: int, rare: int, spread: Counter[str], constant: frozenset[str] = frozenset()
-) -> str:
-    """The opening words of a message and its most distinctive words (fewest other patterns hold
-    them, among the words every line of the pattern has: `constant`), in their order, `…` where
-    words were skipped; digits shown as `*`, so a terse form says which message it is, never
-    which values (the counts and ranges say that)."""
-    pieces = _CHUNK.split(message.strip())
-    chunks = pieces[0::2]
-    seps = pieces[1::2]
-    if len(chunks) <= opening + rare + 1:
-        return clip(" ".join(_DOTTED.sub(_package, c) for c in message.strip().split(" ")), _SHORT_CHARS)
-    wordy = [i for i, c in enumerate(chunks) if _WORDLIKE.search(c)]
-    keep = set(wordy[:opening])
-    fixed = [
-        i
-        for i in wordy
-        if len(chunks[i]) <= 60 and {w for w in WORD.findall(chunks[i]) if not _DIGITS.search(w)} <= constant
-    ]
-    # rarest first; a path or URL names an object, not the message, so it comes last
-    rank = sorted(
-        fixed,
-        key=lambda i: (
-            "/" in chunks[i] or "\\" in chunks[i],
-            spread[_shape(chunks[i])],
-            -sum(ch.isalpha() for ch in chunks[i]),
-            i,
-        ),
-    )
-    for i in rank:
-        if len(keep) >= opening + rare:
-            break
-        keep.add(i)
-    out = ""
-    last = -1
-    for i in sorted(keep):
-        if i != last + 1:
-            out += " ... " if out else "... "
-        elif out:
-            out += " " if seps[i - 1].isspace() else seps[i - 1]
-        out += _shape(chunks[i])[:60]
-        last = i
-    if last != len(chunks) - 1:
-        out += " ..."
-    return out
-
-
 def _said(attribution: str) -> str:
     """` [app=kafka; pod kafka-0 only]`: where a pattern came from, right after its level."""
     return f" [{attribution}]" if attribution else ""
@@ -358,7 +296,7 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
     clock = Clock(entries[0][0], entries[-1][0])
     spread: Counter[str] = Counter()
     for pattern in patterns:
-        spread.update({_shape(c) for c in _CHUNK.split(messages[pattern.members[0]].strip())[0::2]})
+        spread.update({shape(c) for c in CHUNK.split(messages[pattern.members[0]].strip())[0::2]})
     pinned = sorted(
         (p for p in patterns if LEVEL_RANK[p.level] >= ERROR_RANK),
         key=lambda p: (-len(p.members), -LEVEL_RANK[p.level], p.first),
@@ -384,14 +322,14 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
         ranges, fixed = _fields(pattern, raws)
         timed = [
             head + clip(exemplar, _EXEMPLAR_CHARS) + (f" [{'; '.join(ranges)}]" if ranges else ""),
-            head + clip(exemplar, _SHORT_CHARS),
-            head + _keywords(exemplar, 4, 3, spread, fixed),
-            f"{n}× {times}{terse} " + _keywords(exemplar, 4, 3, spread, fixed),
+            head + clip(exemplar, SHORT_CHARS),
+            head + terse_line(exemplar, _TERSE_CHARS, (4, 3), spread, fixed),
+            f"{n}× {times}{terse} " + terse_line(exemplar, _TERSE_CHARS, (4, 3), spread, fixed),
         ]
         # Without first/last: the last resort, once the minor patterns are left out (`fit`).
         bare = [
-            f"{n}×{terse} " + _keywords(exemplar, 4, 3, spread, fixed),
-            f"{n}×{terse} " + _keywords(exemplar, 2, 2, spread, fixed),
+            f"{n}×{terse} " + terse_line(exemplar, _TERSE_CHARS, (4, 3), spread, fixed),
+            f"{n}×{terse} " + terse_line(exemplar, _FLOOR_CHARS, (2, 2), spread, fixed),
         ]
         forms, essential = _ladder(timed, bare)
         items.append(
@@ -488,7 +426,7 @@ def _folded(
     first = min(p.first for p in members)
     last = max(p.last for p in members)
     tag = _LEVEL_TAG.get(level, level.upper()) + _said(attribution)
-    opening = _shape(messages[members[0].members[0]].split(maxsplit=1)[0]) if word else "other"
+    opening = shape(messages[members[0].members[0]].split(maxsplit=1)[0]) if word else "other"
     what = f"{opening} … ({len(members)} patterns)"
     forms, essential = _ladder([f"{n}× {clock.span(first, last)} {tag} {what}"], [f"{n}× {tag} {what}"])
     return Item(

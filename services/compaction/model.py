@@ -64,6 +64,10 @@ class Item:
     # minor items is not enough (`fit.fit`). None: every form keeps it.
     essential: int | None = None
     minor: bool = False  # low salience (a one-off log line): left out before a kept item loses a fact
+    # It says only that its units stand still (series that never move): a count says as much while
+    # anything that changes is left out, so it is kept only after every unpinned item that is not
+    # filler (`registry`, the selectors), never in the place of one.
+    filler: bool = False
 
     @property
     def least(self) -> int:

@@ -79,6 +79,7 @@ def _candidates(items: tuple[Item, ...], cache: FormCosts) -> list[Candidate]:
                 tokens=form_cost(item, len(item.forms) - 1, cache),
                 first=item.first,
                 salience=item.salience,
+                filler=item.filler,
             )
         )
     return out
@@ -134,7 +135,11 @@ def _fit_selection(
     if ignored:
         log.warning("selector %s returned unknown ids, ignored: %s", sel.model, list(ignored[:10]))
     by_id = {it.id: it for it in optional}
-    chosen = [by_id[i] for i in dict.fromkeys(sel.ids) if i in by_id]
+    chosen = _fillers_last([by_id[i] for i in dict.fromkeys(sel.ids) if i in by_id])
+    if any(
+        not it.filler for it in optional if it.id not in {c.id for c in chosen}
+    ):  # whoever chose: never a filler then
+        chosen = [it for it in chosen if not it.filler]
     rest = [it for it in optional if it.id not in {c.id for c in chosen}]
     # What the selection leaves out is counted, never shown: at most its ids are kept.
     picked = _best(
@@ -142,6 +147,12 @@ def _fit_selection(
         [len(v) for v in variants],
     )
     return picked, ignored
+
+
+def _fillers_last(items: list[Item]) -> list[Item]:
+    """The items in their order, fillers (`Item.filler`) moved behind every other one: the fitter
+    keeps a prefix, so a filler is then shown only when everything before it is."""
+    return [it for it in items if not it.filler] + [it for it in items if it.filler]
 
 
 Fit = tuple[Fitted | tuple[dict[str, Any], int], Selection | None, tuple[str, ...]]
@@ -158,7 +169,7 @@ def _fit_draft(
     """Steps 1-4 of `compact_tool_result` on a draft: (the fit or (compact, tokens), selection, ignored ids)."""
     items = draft.items
     pinned = [it for it in items if it.pinned]
-    optional = [it for it in items if not it.pinned]
+    optional = _fillers_last([it for it in items if not it.pinned])
     if draft.headers:
         richest = render(draft.headers[0], draft.section, [it.forms[0] for it in items], None)
         richest_tokens = count_value_tokens(richest)

@@ -33,6 +33,7 @@ class Candidate:
     tokens: int
     first: str | None = None
     salience: float = 0.0
+    filler: bool = False  # `Item.filler`: worth a line only once everything else is kept
 
 
 @runtime_checkable
@@ -51,8 +52,10 @@ class LocalDeterministicSelector:
     far a series stands out: spike, step, saturation, deviation from its peers, the alert's
     labels; pod events: occurrences, warnings first; Tempo: errors, then the critical path), then
     by severity, then earliest, then id, and taken greedily while their tersest forms fit the
-    room (a smaller one after a skipped one may still fit). The call path keeps them in this
-    order and counts whatever it leaves out.
+    room (a smaller one after a skipped one may still fit), except a filler (series that never
+    move), which comes after every other candidate and is never taken once one of those was
+    skipped: a cheap "flat 0" line must not stand where a moving series did not fit. The call path
+    keeps them in this order and counts whatever it leaves out.
     """
 
     model = LOCAL_MODEL
@@ -60,14 +63,19 @@ class LocalDeterministicSelector:
     def select(self, candidates: list[Candidate], budget: int, context: dict[str, Any]) -> Selection:
         ranked = sorted(
             (c for c in candidates if not c.pinned),
-            key=lambda c: (-c.salience, -LEVEL_RANK.get(c.level, 1), c.first or "", c.id),
+            key=lambda c: (c.filler, -c.salience, -LEVEL_RANK.get(c.level, 1), c.first or "", c.id),
         )
         kept: list[str] = []
         left = budget
+        skipped = False
         for cand in ranked:
+            if cand.filler and skipped:
+                break
             if cand.tokens <= left:
                 kept.append(cand.id)
                 left -= cand.tokens
+            else:
+                skipped = True
         return Selection(
             ids=kept, reason="salience, then severity, then earliest; greedy within budget", model=self.model
         )

@@ -199,7 +199,7 @@ def process(
         return dead(str(exc))
     ts, mid = event.thread_ts, event.message_id
     result: Forward | Compacted
-    if not isinstance(event, ToolResult):
+    if type(event) is not ToolResult:  # a compacted one passes through as it is
         turn = with_turn_compact(event)  # a human message or an alert, redacted for the model
         result = Forward(value if turn is None else turn.to_bytes(), ts, mid)
     else:
@@ -223,7 +223,7 @@ def process(
             ts,
             mid,
         )
-        if isinstance(event, ToolResult):  # answer without the raw, which stays on the source topic
+        if type(event) is ToolResult:  # answer without the raw, which stays on the source topic
             where = {"not_kept": f"the raw stays on {topic} partition {partition} offset {offset}"}
             return _unanswerable(letter, event.model_copy(update={"raw": where}), budget, config)
         return letter
@@ -246,7 +246,7 @@ def _refused(
     except (ValueError, RecursionError):  # not even plain JSON, or not an event: the letter alone
         return dead(reason, None, None)
     letter = dead(reason, event.thread_ts, event.message_id)
-    if not isinstance(event, ToolResult):
+    if type(event) is not ToolResult:
         return letter
     try:
         stub = event.model_copy(update={"raw": {"not_kept": f"the raw stays on {where}"}})

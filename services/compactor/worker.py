@@ -37,35 +37,7 @@ TABLE_NAME = "selections"
 
 def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) -> faust.App:
     """Wire the app: topics, the selection table, the agent. Nothing runs until a Worker starts it."""
-    app = faust.App(
-        config.app_id,
-        broker=config.broker_urls(),
-        broker_credentials=faust_credentials(config.kafka),
-        datadir=str(config.datadir),
-        autodiscover=False,
-        processing_guarantee=config.processing_guarantee,
-        store="memory://",
-        key_serializer="raw",
-        value_serializer="raw",
-        consumer_auto_offset_reset="earliest",
-        topic_partitions=config.partitions,
-        topic_replication_factor=1,
-        topic_allow_declare=False,  # topics are created by `migrate` / the worker's start-up check
-        producer_acks=-1,
-        # process() dead-letters any output over the compacted topic's limit, so the producer never
-        # refuses a record: its own limit only has to be at least that.
-        producer_max_request_size=max(config.max_output_bytes, 1_048_576),
-        # Outputs are kilobytes each: faust's 16 KiB batches carried two or three per partition, so each
-        # produce request carried few records (a busy worker's time went to the requests' socket writes;
-        # benchmarks/bench_compactor_stream.py measures the rate). Never above the output topic's limit.
-        producer_max_batch_size=min(config.producer_batch_bytes, config.max_output_bytes),
-        web_enabled=config.web_port is not None,
-        web_port=config.web_port or 6066,
-        web_bind="127.0.0.1",
-        web_host="127.0.0.1",
-    )
-    # Before anything touches app.transport (app.topic does, through the conductor).
-    app.transport = PatchedTransport(app.conf.broker_consumer, app)
+    app = _faust_app(config)
     source = app.topic(config.events_topic, key_serializer="raw", value_serializer="raw")
     compacted = app.topic(config.compacted_topic, key_serializer="raw", value_serializer="raw")
     dlq = app.topic(config.dlq_topic, key_serializer="raw", value_serializer="raw")
@@ -101,6 +73,73 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
         _count(metrics, done)
 
     last_offsets: dict[TP, int] = {}  # the hot path only notes the offset; a timer turns it into lag
+    _add_timers(app, config, metrics, last_offsets)
+    _log_assignments(app, config, metrics)
+
+    @app.agent(source, name="compact")
+    async def compact(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        async for event in stream.events():
+            msg = event.message
+            started = time.thread_time()  # this thread's CPU: a wait for the GIL or a core is not counted
+            result = process(
+                msg.value if isinstance(msg.value, bytes) or msg.value is None else bytes(msg.value),
+                key=msg.key,
+                topic=msg.topic,
+                partition=msg.partition,
+                offset=msg.offset,
+                recorded=recorded,
+                selector=selector,
+                budget=config.budget,
+                max_output_bytes=config.max_output_bytes,
+                config=config.compactors,
+            )
+            metrics.process_cpu.inc(time.thread_time() - started)
+            await carry_out(dispatch(result, msg.key, msg.partition, msg.offset))
+            last_offsets[msg.tp] = msg.offset
+            yield None
+
+    _ = compact
+    return app
+
+
+def _faust_app(config: StreamConfig) -> faust.App:
+    """The app and its settings: raw bytes in and out, topics never declared by faust."""
+    app = faust.App(
+        config.app_id,
+        broker=config.broker_urls(),
+        broker_credentials=faust_credentials(config.kafka),
+        datadir=str(config.datadir),
+        autodiscover=False,
+        processing_guarantee=config.processing_guarantee,
+        store="memory://",
+        key_serializer="raw",
+        value_serializer="raw",
+        consumer_auto_offset_reset="earliest",
+        topic_partitions=config.partitions,
+        topic_replication_factor=1,
+        topic_allow_declare=False,  # topics are created by `migrate` / the worker's start-up check
+        producer_acks=-1,
+        # process() dead-letters any output over the compacted topic's limit, so the producer never
+        # refuses a record: its own limit only has to be at least that.
+        producer_max_request_size=max(config.max_output_bytes, 1_048_576),
+        # Outputs are kilobytes each: faust's 16 KiB batches carried two or three per partition, so each
+        # produce request carried few records (a busy worker's time went to the requests' socket writes;
+        # benchmarks/bench_compactor_stream.py measures the rate). Never above the output topic's limit.
+        producer_max_batch_size=min(config.producer_batch_bytes, config.max_output_bytes),
+        web_enabled=config.web_port is not None,
+        web_port=config.web_port or 6066,
+        web_bind="127.0.0.1",
+        web_host="127.0.0.1",
+    )
+    # Before anything touches app.transport (app.topic does, through the conductor).
+    app.transport = PatchedTransport(app.conf.broker_consumer, app)
+    return app
+
+
+def _add_timers(
+    app: faust.App, config: StreamConfig, metrics: StreamMetrics, last_offsets: dict[TP, int]
+) -> None:
+    """The lag gauge, the heartbeat and the warm-up: beside the hot path, never in it."""
 
     # faust's App.timer returns a bare `Callable`, App.task a union over Any: mypy sees untyped decorators.
     @app.timer(interval=1.0, on_leader=False)  # type: ignore[untyped-decorator]
@@ -134,27 +173,11 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
             )
         metrics.heartbeat.beat()
 
-    @app.agent(source, name="compact")
-    async def compact(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for event in stream.events():
-            msg = event.message
-            started = time.thread_time()  # this thread's CPU: a wait for the GIL or a core is not counted
-            result = process(
-                msg.value if isinstance(msg.value, bytes) or msg.value is None else bytes(msg.value),
-                key=msg.key,
-                topic=msg.topic,
-                partition=msg.partition,
-                offset=msg.offset,
-                recorded=recorded,
-                selector=selector,
-                budget=config.budget,
-                max_output_bytes=config.max_output_bytes,
-                config=config.compactors,
-            )
-            metrics.process_cpu.inc(time.thread_time() - started)
-            await carry_out(dispatch(result, msg.key, msg.partition, msg.offset))
-            last_offsets[msg.tp] = msg.offset
-            yield None
+    _ = update_lag, heartbeat, warm_connections
+
+
+def _log_assignments(app: faust.App, config: StreamConfig, metrics: StreamMetrics) -> None:
+    """The assigned partitions, as a gauge and a log line, and when records flow again."""
 
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]
     async def on_assigned(sender: Any, assigned: set[TP], **kwargs: Any) -> None:
@@ -171,8 +194,7 @@ def build_app(config: StreamConfig, metrics: StreamMetrics, selector: Selector) 
         only now do records flow (the local harness waits for this line, not for the assignment)."""
         log.info("streams resumed", extra=about(None, None, worker=config.worker_name))
 
-    _ = compact, on_assigned, on_recovered, update_lag, heartbeat, warm_connections
-    return app
+    _ = on_assigned, on_recovered
 
 
 def faust_credentials(kafka: KafkaClient) -> CredentialsT | None:

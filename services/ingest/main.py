@@ -74,40 +74,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--window-after", type=int, default=1800, help="pinned window: seconds after startsAt"
     )
     parser.add_argument("--max-body", type=int, default=MAX_BODY_BYTES)
-    limits = HttpLimits()
-    parser.add_argument(
-        "--max-header-bytes",
-        type=int,
-        default=limits.max_header_bytes,
-        help="request line + headers; more is answered 431 (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--max-headers", type=int, default=limits.max_headers, help="more is 431 (default: %(default)s)"
-    )
-    parser.add_argument(
+    _add_http_limit_arguments(parser)
+    _add_projection_and_slack_mode_arguments(parser)
+
+
+# flag, type, HttpLimits field, what it bounds (the default is HttpLimits')
+_HTTP_LIMIT_FLAGS: tuple[tuple[str, type[int] | type[float], str, str], ...] = (
+    ("--max-header-bytes", int, "max_header_bytes", "request line + headers; more is answered 431"),
+    ("--max-headers", int, "max_headers", "more is 431"),
+    (
         "--header-timeout",
-        type=float,
-        default=limits.header_timeout_s,
-        help="seconds from a request's first byte to the end of its headers, else 408 (default: %(default)s)",
-    )
-    parser.add_argument(
+        float,
+        "header_timeout_s",
+        "seconds from a request's first byte to the end of its headers, else 408",
+    ),
+    (
         "--body-timeout",
-        type=float,
-        default=limits.body_timeout_s,
-        help="seconds from the end of the headers to the end of the body, else 408 (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--keep-alive-timeout",
-        type=int,
-        default=limits.keep_alive_s,
-        help="seconds an idle connection is kept open (default: %(default)s)",
-    )
-    parser.add_argument(
+        float,
+        "body_timeout_s",
+        "seconds from the end of the headers to the end of the body, else 408",
+    ),
+    ("--keep-alive-timeout", int, "keep_alive_s", "seconds an idle connection is kept open"),
+    (
         "--max-connections",
-        type=int,
-        default=limits.max_connections,
-        help="open connections or requests in flight before new requests get 503 (default: %(default)s)",
-    )
+        int,
+        "max_connections",
+        "open connections or requests in flight before new requests get 503",
+    ),
+)
+
+
+def _add_http_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    limits = HttpLimits()
+    for flag, kind, field, what in _HTTP_LIMIT_FLAGS:
+        parser.add_argument(
+            flag, type=kind, default=getattr(limits, field), help=f"{what} (default: %(default)s)"
+        )
+
+
+def _add_projection_and_slack_mode_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
     parser.add_argument(
         "--dsn",
         default=None,

@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 
 from schemas.events import EventBase, EventDecodeError, HumanMessage, ThreadEvent, parse_event
 from services.projector.mapping import MappingError, Op, map_event, reported_tokens_mismatch
+from services.projector.row_format import render_copy_texts
 
 _EVENTS: TypeAdapter[Any] = TypeAdapter(ThreadEvent)
 
@@ -67,6 +68,7 @@ def decode(incoming: Incoming) -> Decoded:
         decoded.thread_ts, decoded.message_id = event.thread_ts, event.message_id
         decoded.event_time = event.event_time.timestamp()
         decoded.ops = map_event(event)
+        render_copy_texts(decoded.ops)
         decoded.tokens_mismatch = reported_tokens_mismatch(event, decoded.ops)
     except (EventDecodeError, MappingError) as exc:
         decoded.error = str(exc)

@@ -47,8 +47,9 @@ class MappingError(ValueError):
 class Row:
     """One agent_messages (or round_staging) row. JSON columns are already serialised.
 
-    Treated as a value (never changed after it is made) but not `frozen`: one is made per event on
-    the decoding path, and a frozen dataclass's __init__ costs about 1 us more per row.
+    Treated as a value (never changed after it is made, but for its `copy_text` slot) yet not `frozen`:
+    one is made per event on the decoding path, where a frozen dataclass's __init__ costs more
+    (benchmarks/bench_projector.py measures that path).
     """
 
     id: str
@@ -64,39 +65,10 @@ class Row:
     # marker arrives in the same batch can be verified without a round trip.
     call_ids: tuple[str, ...] = ()
 
-    # The row's columns (id .. created_at) as one line fragment of COPY's text format, rendered
-    # when the row is made (in the projector's decoding thread, off the writer's path). A plain
-    # field: functools.cached_property takes a lock on every first read in Python 3.11.
-    copy_text: str = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self.copy_text = (
-            f"{copy_escape(self.id)}\t{copy_escape(self.thread_ts)}\t{_NULL if self.round is None else self.round}\t"
-            f"{copy_escape(self.role)}\t{_NULL if self.tool_call_id is None else copy_escape(self.tool_call_id)}\t"
-            f"{copy_escape(self.content)}\t{_NULL if self.compact is None else copy_escape(self.compact)}\t"
-            f"{self.tokens}\t{self.created_at.isoformat()}"
-        )
-
-
-_NULL = "\\N"
-
-
-def copy_escape(value: str) -> str:
-    """A value in COPY's text format (backslash escapes); most values need none.
-
-    Chained `str.replace` (C loops) rather than `str.translate` with a dict, which looks every
-    character up in Python and cost ~15 us on a 400-character JSON value with escaped quotes.
-    The backslash goes first, so the escapes added after it are not doubled.
-    """
-    if "\\" in value:
-        value = value.replace("\\", "\\\\")
-    if "\t" in value:
-        value = value.replace("\t", "\\t")
-    if "\n" in value:
-        value = value.replace("\n", "\\n")
-    if "\r" in value:
-        value = value.replace("\r", "\\r")
-    return value
+    # The row's COPY text, rendered by `row_format.render_copy_texts` in the projector's decoding
+    # thread (off the writer's path); None until then. A plain slot: functools.cached_property takes
+    # a lock on every first read in Python 3.11.
+    copy_text: str | None = field(default=None, init=False, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

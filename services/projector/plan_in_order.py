@@ -12,7 +12,8 @@ from typing import Any
 
 import psycopg
 
-from services.projector import sql
+from schemas.read_model import NOTIFY_CHANNEL
+from services.projector import row_format, sql
 from services.projector.mapping import (
     CacheDigest,
     CommitRound,
@@ -57,9 +58,9 @@ class _Pending:
         # Order between these tables does not matter: staging skips ids already visible, and a
         # visible id and a staged id never coincide (the id carries the round).
         if self.visible:
-            cur.execute(sql.INSERT_VISIBLE, sql.row_params(self.visible))
+            cur.execute(sql.INSERT_VISIBLE, row_format.row_params(self.visible))
         if self.staged:
-            cur.execute(sql.INSERT_STAGED, sql.row_params(self.staged))
+            cur.execute(sql.INSERT_STAGED, row_format.row_params(self.staged))
         if self.digests:
             cur.execute(sql.INSERT_DIGESTS, sql.digest_params(self.digests))
         if self.states:  # one by one: one statement may not upsert the same key twice
@@ -140,7 +141,7 @@ class InOrderPlan:
                     (target.group, target.topic, parts, [target.next_offsets[p] for p in parts]),
                 )
             if target.notify and touched:
-                cur.execute(sql.NOTIFY, (sql.NOTIFY_CHANNEL, target.schema, sorted(touched)))
+                cur.execute(sql.NOTIFY, (NOTIFY_CHANNEL, target.schema, sorted(touched)))
         if not listed:
             result.stored_offsets = {int(p): int(n) for p, n in lock_cur.fetchall()}
         for index, op, control in re_renders:

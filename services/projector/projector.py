@@ -1,8 +1,7 @@
 """`Projector`: the live mode of the projection runner (a consumer group, followed until stopped).
 
 The loop itself is `runner.ProjectionRunner`, shared with replay; the group, its rebalances and
-its Kafka-side commits are `source_group.GroupSource`. The names other modules import from here
-(config, defaults, `take_batch`) still resolve.
+its Kafka-side commits are `source_group.GroupSource`; its settings are `config.ProjectorConfig`.
 """
 
 from __future__ import annotations
@@ -11,33 +10,11 @@ import logging
 import threading
 from collections.abc import Callable
 
-from services.projector import store
-from services.projector.config import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_GROUP,
-    ProjectorConfig,
-    make_writer,
-    migrate_schema,
-)
-from services.projector.intake import DEFAULT_BATCH_BYTES, DRAIN_STEP, take_batch, usable
+from services.projector.config import ProjectorConfig, make_writer, migrate_schema
 from services.projector.metrics import Metrics
 from services.projector.plan import WriteOutcome
 from services.projector.runner import ProjectionRunner
 from services.projector.source_group import GroupSource
-
-__all__ = [
-    "DEFAULT_BATCH_BYTES",
-    "DEFAULT_BATCH_SIZE",
-    "DEFAULT_GROUP",
-    "DRAIN_STEP",
-    "Projector",
-    "ProjectorConfig",
-    "make_writer",
-    "migrate_schema",
-    "store_offsets",
-    "take_batch",
-    "usable",
-]
 
 log = logging.getLogger("projector")
 
@@ -63,12 +40,3 @@ class Projector:
             runner.run(stop or threading.Event(), on_commit)
         finally:
             log.info("projector stopped")
-
-
-def store_offsets(dsn: str, schema: str, group: str, topic: str) -> dict[int, int]:
-    """The offsets a projector would resume from (tests, replay)."""
-    conn = store.connect(dsn, schema)
-    try:
-        return store.load_offsets(conn, group, topic)
-    finally:
-        conn.close()

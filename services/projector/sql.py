@@ -11,15 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from schemas.read_model import NOTIFY_CHANNEL as NOTIFY_CHANNEL
-from services.projector.mapping import CacheDigest, RecordPost, Row, UpsertState
+from services.projector import row_format
+from services.projector.mapping import CacheDigest, RecordPost, UpsertState
 
-_ROW_ARRAYS = (
-    "unnest(%s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::jsonb[], %s::jsonb[],"
-    " %s::int[], %s::timestamptz[]) WITH ORDINALITY"
-    " AS r(id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at, ord)"
-)
-_ROW_COLUMNS = "id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at"
+# The row columns, their order and their types are `row_format`'s; the statements only name them.
+_ROW_ARRAYS = row_format.unnest_rows("r")
+_ROW_COLUMNS = row_format.COLUMN_LIST
+_STAGED_COLUMNS = row_format.qualified("s")
 
 INSERT_VISIBLE = (
     f"INSERT INTO agent_messages ({_ROW_COLUMNS}) SELECT {_ROW_COLUMNS} FROM {_ROW_ARRAYS}"
@@ -105,7 +103,7 @@ WITH listed AS (
     SELECT l.id, l.ord FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS l(id, ord)
 ), moved AS (
     INSERT INTO agent_messages ({_ROW_COLUMNS})
-    SELECT s.id, s.thread_ts, s.round, s.role, s.tool_call_id, s.content, s.compact, s.tokens, s.created_at
+    SELECT {_STAGED_COLUMNS}
     FROM listed l JOIN round_staging s ON s.id = l.id ORDER BY l.ord
     ON CONFLICT (id) DO NOTHING
     RETURNING 1
@@ -118,13 +116,12 @@ UPDATE incident_state SET rounds = greatest(rounds, %(round)s) WHERE thread_ts =
 # --- the COPY plan's batch table -----------------------------------------------------------
 #
 # Every row of the batch is COPYed (text format, built in one string) into a temporary table,
-# each marked with where it goes: 'v' into agent_messages at position (k1, k2), 's' into
-# round_staging, 'x' nowhere (a copy of a row already staged, which the marker moves instead).
+# each marked with where it goes (plan_copy.Dest's table codes): 'v' into agent_messages at
+# position (k1, k2), 's' into round_staging, 'x' nowhere (a copy of a row already staged, which the
+# marker moves instead, or already in agent_messages). The row's columns sit between the routing
+# columns and its digest's key, in row_format's order (row_format.copy_text renders them).
 
-BATCH_COLUMNS = (
-    "ord, dest, k1, k2, id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at,"
-    " tool, args_hash"
-)
+BATCH_COLUMNS = f"ord, dest, k1, k2, {_ROW_COLUMNS}, tool, args_hash"
 
 CREATE_BATCH_TABLE = """
 CREATE TEMP TABLE IF NOT EXISTS projector_batch (
@@ -151,8 +148,7 @@ WITH pub AS (
     SELECT {_ROW_COLUMNS} FROM (
         SELECT {_ROW_COLUMNS}, k1, k2 FROM pg_temp.projector_batch WHERE dest = 'v'
         UNION ALL
-        SELECT s.id, s.thread_ts, s.round, s.role, s.tool_call_id, s.content, s.compact, s.tokens,
-               s.created_at, p.k1, p.k2
+        SELECT {_STAGED_COLUMNS}, p.k1, p.k2
         FROM pub p JOIN round_staging s ON s.id = p.id
     ) u ORDER BY k1, k2
     ON CONFLICT (id) DO NOTHING
@@ -224,20 +220,6 @@ UPSERT_STATES_MOVE_OPENED = _UPSERT_STATES.format(opened_at="EXCLUDED.opened_at"
 
 
 # --- parameters ------------------------------------------------------------------------------
-
-
-def row_params(rows: Sequence[Row]) -> list[list[Any]]:
-    return [
-        [r.id for r in rows],
-        [r.thread_ts for r in rows],
-        [r.round for r in rows],
-        [r.role for r in rows],
-        [r.tool_call_id for r in rows],
-        [r.content for r in rows],
-        [r.compact for r in rows],
-        [r.tokens for r in rows],
-        [r.created_at for r in rows],
-    ]
 
 
 def post_params(posts: Sequence[RecordPost]) -> list[list[Any]]:

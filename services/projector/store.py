@@ -14,25 +14,10 @@ from collections.abc import Iterable, Sequence
 import psycopg
 from psycopg import sql as pgsql
 
-from services.projector.plan import BatchResult, Items, Plan, Rejection, Target
+from services.projector.plan import BatchResult, Items, Plan, Target
 from services.projector.plan_copy import CopyPlan
 from services.projector.plan_in_order import InOrderPlan
 from services.projector.profile_store import profile_threads, split_profile_ops, write_profiles
-from services.projector.sql import NOTIFY_CHANNEL
-
-__all__ = [
-    "COPY",
-    "IN_ORDER",
-    "NOTIFY_CHANNEL",
-    "PLANS",
-    "BatchResult",
-    "Plan",
-    "Rejection",
-    "apply_batch",
-    "connect",
-    "load_offsets",
-    "notify_payload",
-]
 
 COPY = CopyPlan()
 IN_ORDER = InOrderPlan()

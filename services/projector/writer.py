@@ -29,14 +29,11 @@ from schemas.events import DeadLetter
 from services.projector import store
 from services.projector.decoding import Decoded, Incoming, Prepared, prepare
 from services.projector.metrics import Metrics
-from services.projector.plan import Plan, WriteOutcome
+from services.projector.plan import BatchResult, Items, Plan, Rejection, WriteOutcome
 from services.runtime.kafka import dead_letter
 from services.runtime.logs import about
 
 log = logging.getLogger("projector.writer")
-
-# Decoding and GC pacing moved to their own modules; they are still importable from here.
-__all__ = ["BatchWriter", "DeliveryFailed", "OffsetConflict", "Stopped"]
 
 DATA_ERRORS = (psycopg.IntegrityError, psycopg.DataError)
 STAGE = "projector"
@@ -168,17 +165,7 @@ class BatchWriter:
         items = [(k, d.ops) for k, d in enumerate(decoded) if d.error is None]
         try:
             with conn.transaction():
-                result = store.apply_batch(
-                    conn,
-                    items,
-                    group=self.group,
-                    topic=self.topic,
-                    partitions=list(next_offsets),
-                    next_offsets=next_offsets,
-                    schema=self.schema,
-                    notify=self.notify,
-                    plans=self.plans,
-                )
+                result = self._apply(conn, items, next_offsets, notify=self.notify)
                 self._check_offsets(result.stored_offsets, next_offsets)
                 letters = self._letters(decoded, result.rejections)
                 self._flush_dead_letters(letters, decoded)
@@ -190,7 +177,7 @@ class BatchWriter:
     def _commit_one_by_one(
         self, conn: psycopg.Connection, decoded: list[Decoded], next_offsets: dict[int, int]
     ) -> WriteOutcome:
-        rejections: list[store.Rejection] = []
+        rejections: list[Rejection] = []
         rounds = 0
         with conn.transaction():
             for k, d in enumerate(decoded):
@@ -198,41 +185,44 @@ class BatchWriter:
                     continue
                 try:
                     with conn.transaction():  # a savepoint per event
-                        one = store.apply_batch(
-                            conn,
-                            [(k, d.ops)],
-                            group=self.group,
-                            topic=self.topic,
-                            partitions=[],
-                            next_offsets={},
-                            schema=self.schema,
-                            notify=False,
-                            plans=self.plans,
-                        )
+                        one = self._apply(conn, [(k, d.ops)], {}, notify=False)
                     rejections.extend(one.rejections)
                     rounds += one.rounds_committed
                 except DATA_ERRORS as exc:
                     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                     rejections.append(
-                        store.Rejection(k, f"database refused the row: {type(exc).__name__}: {first}")
+                        Rejection(k, f"database refused the row: {type(exc).__name__}: {first}")
                     )
             threads = sorted({d.thread_ts for d in decoded if d.thread_ts is not None})
-            final = store.apply_batch(
-                conn,
-                [],
-                group=self.group,
-                topic=self.topic,
-                partitions=list(next_offsets),
-                next_offsets=next_offsets,
-                schema=self.schema,
-                notify=self.notify,
-                threads=threads,
-                plans=self.plans,
-            )
+            final = self._apply(conn, [], next_offsets, notify=self.notify, threads=threads)
             self._check_offsets(final.stored_offsets, next_offsets)
             letters = self._letters(decoded, rejections)
             self._flush_dead_letters(letters, decoded)
         return self._outcome(decoded, rounds, letters, next_offsets)
+
+    def _apply(
+        self,
+        conn: psycopg.Connection,
+        items: Items,
+        next_offsets: dict[int, int],
+        *,
+        notify: bool,
+        threads: Sequence[str] = (),
+    ) -> BatchResult:
+        """The writer's one call into the store: `items`, and `next_offsets` saved (and their stored
+        values locked and returned) in the caller's transaction."""
+        return store.apply_batch(
+            conn,
+            items,
+            group=self.group,
+            topic=self.topic,
+            partitions=list(next_offsets),
+            next_offsets=next_offsets,
+            schema=self.schema,
+            notify=notify,
+            threads=threads,
+            plans=self.plans,
+        )
 
     def _check_offsets(self, stored: dict[int, int], next_offsets: dict[int, int]) -> None:
         for p in next_offsets:
@@ -242,9 +232,7 @@ class BatchWriter:
                     f"{self.expected.get(p)}"
                 )
 
-    def _letters(
-        self, decoded: list[Decoded], rejections: list[store.Rejection]
-    ) -> list[tuple[int, DeadLetter]]:
+    def _letters(self, decoded: list[Decoded], rejections: list[Rejection]) -> list[tuple[int, DeadLetter]]:
         reasons = {k: d.error for k, d in enumerate(decoded) if d.error is not None}
         for r in rejections:
             reasons.setdefault(r.item, r.reason)

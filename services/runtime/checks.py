@@ -140,9 +140,6 @@ def check_kafka_access(
 
     Asks the broker (DescribeTopics / DescribeGroups with authorized operations), so nothing is
     read or written first. A broker without an authorizer reports no operations: nothing to check."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
-    from confluent_kafka.admin import AdminClient
-
     client = as_client(kafka)
     reads, writes = tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes))
     who = f"user {client.principal!r}" if client.principal else "this client"
@@ -150,58 +147,14 @@ def check_kafka_access(
     # (SIGSEGV, confluent-kafka 2.16.1) when an admin request fails and librdkafka logs it from its
     # background thread, which a group coordinator still loading on a fresh broker does.
     quiet: dict[str, Any] = {**client.librdkafka(), "log_level": 0}
-    admin = AdminClient(quiet)
     needed = {name: set[str]() for name in (*reads, *writes)}
     for name in reads:
         needed[name].add("READ")
     for name in writes:
         needed[name].add("WRITE")
-    denied: list[str] = []
-    if needed:
-        futures = admin.describe_topics(
-            TopicCollection(list(needed)), request_timeout=timeout, include_authorized_operations=True
-        )
-        for name, future in futures.items():
-            try:
-                allowed = future.result(timeout=timeout).authorized_operations
-            except KafkaException as exc:
-                code = exc.args[0].code()
-                if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-                    denied.append(f"{'/'.join(sorted(needed[name]))} on topic {name}")
-                elif code != KafkaError.UNKNOWN_TOPIC_OR_PART:  # missing: the caller says so
-                    denied.append(f"topic {name}: {exc.args[0].str()}")
-                continue
-            except TimeoutError:
-                log.warning("topic access not checked", extra={"topic": name, "error": "timed out"})
-                continue
-            if allowed is None:
-                continue
-            names = {op.name for op in allowed}
-            if "ALL" in names:
-                continue
-            missing = sorted(needed[name] - names)
-            if missing:
-                denied.append(f"{'/'.join(missing)} on topic {name}")
+    denied = _topics_denied(quiet, needed, timeout) if needed else []
     if group is not None and reads and not denied:  # a principal refused its topics is refused already
-        # What the consumer asks first (OffsetFetch), through a consumer. An answer proves the group may
-        # be used. No answer in time is not a refusal, only a warning: librdkafka answers a group this
-        # principal may not use the same way it answers a coordinator still loading (it times out). The
-        # admin API would tell them apart, but its ListConsumerGroupOffsets crashed the process
-        # (SIGSEGV, confluent-kafka 2.16.1) on a fresh broker. Each service's topic ACLs differ from every
-        # other's, so another service's principal is refused above in any case.
-        probe = Consumer({**quiet, "group.id": group, "enable.auto.commit": False})
-        try:
-            probe.committed([TopicPartition(reads[0], 0)], timeout=min(timeout, 5.0))
-        except KafkaException as exc:
-            if exc.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
-                denied.append(f"READ on group {group}")
-            else:
-                log.warning(
-                    "group not checked: no answer (its coordinator is loading, or this principal may not use it)",
-                    extra={"group": group, "error": exc.args[0].str()},
-                )
-        finally:
-            probe.close()
+        denied += _group_denied(quiet, group, reads[0], timeout)
     if not denied:
         log.info("kafka access checked", extra={"service": service, "kafka": client.describe()})
         return
@@ -209,6 +162,62 @@ def check_kafka_access(
         f"Kafka refuses {who} ({client.source}) what {service} needs: {'; '.join(denied)}. "
         "Is this the service's own principal? Its ACLs are in deploy/README.md"
     )
+
+
+def _topics_denied(quiet: dict[str, Any], needed: dict[str, set[str]], timeout: float) -> list[str]:
+    """What the broker's authorized operations refuse of `needed` (topic -> READ/WRITE), one line each."""
+    from confluent_kafka import KafkaError, KafkaException, TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(quiet)  # held while its futures resolve: a dropped client cancels them
+    futures = admin.describe_topics(
+        TopicCollection(list(needed)), request_timeout=timeout, include_authorized_operations=True
+    )
+    denied: list[str] = []
+    for name, future in futures.items():
+        try:
+            allowed = future.result(timeout=timeout).authorized_operations
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                denied.append(f"{'/'.join(sorted(needed[name]))} on topic {name}")
+            elif code != KafkaError.UNKNOWN_TOPIC_OR_PART:  # missing: the caller says so
+                denied.append(f"topic {name}: {exc.args[0].str()}")
+            continue
+        except TimeoutError:
+            log.warning("topic access not checked", extra={"topic": name, "error": "timed out"})
+            continue
+        names = set() if allowed is None else {op.name for op in allowed}
+        if allowed is None or "ALL" in names:
+            continue
+        missing = sorted(needed[name] - names)
+        if missing:
+            denied.append(f"{'/'.join(missing)} on topic {name}")
+    return denied
+
+
+def _group_denied(quiet: dict[str, Any], group: str, topic: str, timeout: float) -> list[str]:
+    """What the consumer asks first (OffsetFetch), through a consumer. An answer proves the group may
+    be used. No answer in time is not a refusal, only a warning: librdkafka answers a group this
+    principal may not use the same way it answers a coordinator still loading (it times out). The
+    admin API would tell them apart, but its ListConsumerGroupOffsets crashed the process
+    (SIGSEGV, confluent-kafka 2.16.1) on a fresh broker. Each service's topic ACLs differ from every
+    other's, so another service's principal is refused by its topics in any case."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    probe = Consumer({**quiet, "group.id": group, "enable.auto.commit": False})
+    try:
+        probe.committed([TopicPartition(topic, 0)], timeout=min(timeout, 5.0))
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            return [f"READ on group {group}"]
+        log.warning(
+            "group not checked: no answer (its coordinator is loading, or this principal may not use it)",
+            extra={"group": group, "error": exc.args[0].str()},
+        )
+    finally:
+        probe.close()
+    return []
 
 
 def check_postgres(dsn: str, timeout: float = 10.0) -> str:

@@ -44,13 +44,14 @@ class Backend(Protocol):
 # ---- recorded --------------------------------------------------------------------------------
 
 
-SEED_RECORDING = "deploy.local.seed:seed_recording"  # a dev tool: named, never imported by production code
-
-
 def load_recording(source: str | None) -> Recording:
-    """A recording: a JSON file, or `package.module:function` returning its mapping (default: the
-    seed incident's, where the dev tools are installed)."""
-    source = source or SEED_RECORDING
+    """A recording: a JSON file, or `package.module:function` returning its mapping. There is no
+    default: the dev tools name the seed's (deploy/local/seed), production names its own."""
+    if not source:
+        raise UpstreamError(
+            "the recorded back end needs a recording: --recording FILE or package.module:function "
+            "(env TELEMETRY_MCP_RECORDING)"
+        )
     if ":" in source and not Path(source).exists():
         try:
             _, make = load_attr(source, "TELEMETRY_MCP_RECORDING")

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from services.boundary.timearg import NS_PER_S
 from services.telemetry_mcp.selectors import parse_log_query, promql_selectors, series_selected
-from services.telemetry_mcp.timeparse import NS_PER_S
 from services.telemetry_mcp.wire import (
     ToolArgError,
     check_namespace,

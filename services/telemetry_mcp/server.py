@@ -13,6 +13,7 @@ import argparse
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
@@ -22,6 +23,7 @@ from pydantic import Field
 
 from services.boundary.redact import redact_text, redact_value
 from services.boundary.scope import Checked, ScopePolicy
+from services.boundary.timearg import BadTimeArg
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import configure_logging
 from services.runtime.scope_setting import policy_from_env
@@ -32,7 +34,6 @@ from services.telemetry_mcp.evidence import EvidenceNotFound, EvidenceStore, Evi
 from services.telemetry_mcp.incident_recall import BadRecall, IncidentRecall, RecallUnavailable
 from services.telemetry_mcp.scoping import ScopeRefused, ThreadScopes, checked_meta
 from services.telemetry_mcp.thread_search import BadSearch, ThreadSearch, ThreadSearchUnavailable
-from services.telemetry_mcp.timeparse import TimeArgError
 from services.telemetry_mcp.wire import ToolArgError, UpstreamError
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ TOOL_NAMES = (
 )
 EXPECTED = (
     ToolArgError,
-    TimeArgError,
+    BadTimeArg,
     UpstreamError,
     EvidenceNotFound,
     EvidenceUnavailable,
@@ -81,6 +82,23 @@ async def _guard(call: Callable[[], Awaitable[CallToolResult]]) -> CallToolResul
         raise ToolError(redact_text(str(exc))) from exc
 
 
+@dataclass(frozen=True)
+class _ToolDeps:
+    """What the tools share: the back end, the stores over the projection, and the scope check."""
+
+    config: TelemetryConfig
+    backend: Backend
+    evidence: EvidenceStore
+    threads: ThreadSearch
+    incidents: IncidentRecall
+    scopes: ThreadScopes
+
+    async def checked(self, thread: str | None, tool: str, args: dict[str, Any]) -> Checked:
+        if self.config.unscoped:
+            return Checked(tool, args)
+        return await self.scopes.check(thread, tool, args)
+
+
 def build_server(
     config: TelemetryConfig, backend: Backend | None = None, policy: ScopePolicy | None = None
 ) -> MCPServer[Any]:
@@ -90,23 +108,21 @@ def build_server(
     projection and checks the call itself (services/boundary/scope.py) before any back end is asked.
     Only `--unscoped` on the recorded back end (dev data) skips the check.
     """
-    chosen: Backend = backend if backend is not None else make_backend(config)
-    evidence = EvidenceStore(config.dsn, config.schema, config.timeout_s)
-    threads = ThreadSearch(config.dsn, config.schema, config.timeout_s)
-    incidents = IncidentRecall(config.dsn, config.schema, config.timeout_s)
-    scopes = ThreadScopes(config.dsn, config.schema, policy or policy_from_env(), config.timeout_s)
-
-    async def checked(thread: str | None, tool: str, args: dict[str, Any]) -> Checked:
-        if config.unscoped:
-            return Checked(tool, args)
-        return await scopes.check(thread, tool, args)
+    deps = _ToolDeps(
+        config=config,
+        backend=backend if backend is not None else make_backend(config),
+        evidence=EvidenceStore(config.dsn, config.schema, config.timeout_s),
+        threads=ThreadSearch(config.dsn, config.schema, config.timeout_s),
+        incidents=IncidentRecall(config.dsn, config.schema, config.timeout_s),
+        scopes=ThreadScopes(config.dsn, config.schema, policy or policy_from_env(), config.timeout_s),
+    )
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
         try:
             yield None
         finally:
-            await chosen.aclose()
+            await deps.backend.aclose()
 
     app: MCPServer[Any] = MCPServer(
         SERVER_NAME,
@@ -117,6 +133,13 @@ def build_server(
         ),
         lifespan=lifespan,
     )
+    _add_telemetry_tools(app, deps)
+    _add_thread_tools(app, deps)
+    return app
+
+
+def _add_telemetry_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
+    """The four that ask a back end (Loki, Prometheus, Tempo, Kubernetes), each checked first."""
 
     @app.tool()
     async def query_loki(
@@ -129,11 +152,11 @@ def build_server(
         """Loki log lines in [start, end]."""
 
         async def run() -> CallToolResult:
-            c = await checked(
+            c = await deps.checked(
                 thread, "query_loki", {"query": query, "start": start, "end": end, "limit": limit}
             )
             a = c.args
-            raw = await chosen.query_loki(a["query"], a["start"], a["end"], a.get("limit", limit))
+            raw = await deps.backend.query_loki(a["query"], a["start"], a["end"], a.get("limit", limit))
             return result_of(raw, checked_meta(c))
 
         return await _guard(run)
@@ -150,9 +173,9 @@ def build_server(
 
         async def run() -> CallToolResult:
             args = {"query": query, "start": start, "end": end, "step": step}
-            c = await checked(thread, "query_prometheus", args)
+            c = await deps.checked(thread, "query_prometheus", args)
             a = c.args
-            raw = await chosen.query_prometheus(a["query"], a["start"], a["end"], a["step"])
+            raw = await deps.backend.query_prometheus(a["query"], a["start"], a["end"], a["step"])
             return result_of(raw, checked_meta(c))
 
         return await _guard(run)
@@ -165,8 +188,8 @@ def build_server(
         """Tempo trace by id."""
 
         async def run() -> CallToolResult:
-            await checked(thread, "query_tempo", {"trace_id": trace_id})
-            return result_of(await chosen.query_tempo(trace_id))
+            await deps.checked(thread, "query_tempo", {"trace_id": trace_id})
+            return result_of(await deps.backend.query_tempo(trace_id))
 
         return await _guard(run)
 
@@ -179,10 +202,14 @@ def build_server(
         """Kubernetes events of a namespace."""
 
         async def run() -> CallToolResult:
-            await checked(thread, "get_pod_events", {"namespace": namespace, "pod": pod})
-            return result_of(await chosen.get_pod_events(namespace, pod))
+            await deps.checked(thread, "get_pod_events", {"namespace": namespace, "pod": pod})
+            return result_of(await deps.backend.get_pod_events(namespace, pod))
 
         return await _guard(run)
+
+
+def _add_thread_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
+    """The three that read the projection: a stored raw, the thread's words, similar incidents."""
 
     @app.tool()
     async def get_evidence(
@@ -193,9 +220,9 @@ def build_server(
         credentials redacted."""
 
         async def fetch() -> CallToolResult:
-            if not thread and not config.unscoped:
+            if not thread and not deps.config.unscoped:
                 raise ScopeRefused("get_evidence refused: name the thread whose evidence this is")
-            row = await evidence.get(id, thread or None)
+            row = await deps.evidence.get(id, thread or None)
             # the raw at rest is verbatim; what leaves is redacted (invariant 13)
             return result_of(Raw.of(redact_value(row.content)), {"incident_memory/evidence": row.meta()})
 
@@ -211,7 +238,7 @@ def build_server(
         async def found() -> CallToolResult:
             if not thread:  # never unscoped: a search names the one thread it reads
                 raise ScopeRefused("search_thread refused: name the thread whose messages to search")
-            return result_of(Raw.of(await threads.search(thread, query)))
+            return result_of(Raw.of(await deps.threads.search(thread, query)))
 
         return await _guard(found)
 
@@ -225,12 +252,10 @@ def build_server(
         async def found() -> CallToolResult:
             if not thread:  # never unscoped: the thread's own channel decides what it may see
                 raise ScopeRefused("recall_incidents refused: name the thread whose incidents to recall")
-            await scopes.check(thread, "recall_incidents", {"query": query})  # even --unscoped
-            return result_of(Raw.of(await incidents.recall(thread, query)))
+            await deps.scopes.check(thread, "recall_incidents", {"query": query})  # even --unscoped
+            return result_of(Raw.of(await deps.incidents.recall(thread, query)))
 
         return await _guard(found)
-
-    return app
 
 
 async def _raw(pending: Awaitable[Raw]) -> CallToolResult:

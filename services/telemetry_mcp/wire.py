@@ -13,12 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from services.telemetry_mcp.timeparse import (
-    TimeArgError,
-    ns_to_unix_seconds,
-    parse_duration_ns,
-    window_ns,
-)
+from services.boundary.timearg import BadTimeArg, parse_duration_ns
+from services.telemetry_mcp.timeparse import ns_to_unix_seconds, window_ns
 
 PROMETHEUS_MAX_POINTS = 11_000  # Prometheus refuses a query_range above this many points per series
 LOKI_MAX_LIMIT = 50_000
@@ -52,7 +48,7 @@ def _require_query(query: str) -> str:
 def query_window(start: str, end: str) -> tuple[int, int]:
     try:
         return window_ns(start, end)
-    except TimeArgError as exc:
+    except BadTimeArg as exc:
         raise ToolArgError(str(exc)) from None
 
 
@@ -77,7 +73,7 @@ def prometheus_steps(start: str, end: str, step: str) -> tuple[int, int, int]:
     start_ns, end_ns = query_window(start, end)
     try:
         step_ns = parse_duration_ns(step)
-    except TimeArgError as exc:
+    except BadTimeArg as exc:
         raise ToolArgError(str(exc)) from None
     points = (end_ns - start_ns) // step_ns + 1
     if points > PROMETHEUS_MAX_POINTS:

@@ -17,14 +17,16 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from deploy.local.seed import SEED_RECORDING
 from schemas.events import EventBase, ToolResult, Wake
 from schemas.ids import canonical_args_hash
 from schemas.row_description import describe
 from services.agent.config import AgentConfig, McpServer, default_cli
-from services.agent.graph import RoundDeps, build_graph
+from services.agent.graph import RoundGraph
 from services.agent.guard import guard_for
 from services.agent.mcp_client import McpToolbox
 from services.agent.round import alert_context, plan_round, playbook_plan
+from services.agent.round_state import RoundDeps
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.agent.toolpath import CachedDigest, ToolPath
 from services.compaction.selector import default_selector
@@ -204,12 +206,14 @@ class Seeded:
             raw_reader=read_raw,
             playbook=playbook_plan(ctx, toolbox) if wake.reason == "alert" else None,
         )
-        await build_graph(deps).ainvoke({}, config={"recursion_limit": 4 * self.config.max_tool_turns + 10})
+        await RoundGraph(deps).run()
         self.calls.extend((round_, node, tokens) for node, tokens in deps.model_inputs)
 
 
 def telemetry_server() -> McpServer:
     """The telemetry MCP server the agent starts by default (recorded back end), over stdio."""
     return McpServer(
-        name="telemetry", command=[default_cli(), "telemetry-mcp", "--backend", "recorded", "--unscoped"]
+        name="telemetry",
+        command=[default_cli(), "telemetry-mcp", "--backend", "recorded", "--unscoped"],
+        env={"TELEMETRY_MCP_RECORDING": SEED_RECORDING},
     )

@@ -8,8 +8,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from schemas.tokens import count_tokens, count_value_tokens, render_for_model
-from services.agent.graph import terse_grades
+from services.agent.judge_evidence import terse_grades
 from services.agent.judge_input import judge_message
+from services.agent.round_state import ClaimDraft
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.context_render import prompts
 from services.context_render.context import (
@@ -286,7 +287,7 @@ def test_local_judge_grades_by_index_with_a_reason_only_for_a_failure() -> None:
 
 
 def test_terse_grades_map_a_claim_quoted_by_text_to_its_index() -> None:
-    claims = [{"text": "a", "evidence_ids": []}, {"text": "b", "evidence_ids": []}]
+    claims = [ClaimDraft(text="a", evidence_ids=[]), ClaimDraft(text="b", evidence_ids=[])]
     graded = [
         {"claim": "b", "grounded": True, "reason": "fine", "evidence_ids": ["x"]},
         {"claim": 0, "grounded": False, "reason": "no trace"},

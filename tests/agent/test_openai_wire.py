@@ -155,8 +155,11 @@ def _unlabelled(row: Row, label: str) -> tuple[Any, ...]:
         return value
 
     content, compact = strip(row.content), strip(row.compact)
-    # a row's tokens count its model label too: `standin-deterministic` is one token longer
-    tokens = row.tokens - (count_tokens(label) if labelled and row.compact is None else 0)
+    # a row's tokens count the text it is shown by (its compact, else its content), model label included:
+    # `standin-deterministic` is one token longer
+    counted = row.compact if row.compact is not None else row.content
+    shown_labelled = labelled and counted is not None and json.loads(counted).get("model") == label
+    tokens = row.tokens - (count_tokens(label) if shown_labelled else 0)
     return (row.id, row.round, row.role, row.tool_call_id, content, compact, tokens)
 
 

@@ -9,16 +9,11 @@ from typing import Any
 import pytest
 
 from deploy.local.seed import SeedIncident, seed_incident
+from services.boundary.timearg import BadTimeArg, parse_duration_ns, parse_time_ns, rfc3339
 from services.runtime.errors import UserFacingError
 from services.telemetry_mcp import config as config_mod
 from services.telemetry_mcp import recorded, wire
 from services.telemetry_mcp.selectors import parse_log_query, promql_selectors, series_selected
-from services.telemetry_mcp.timeparse import (
-    TimeArgError,
-    ns_to_rfc3339,
-    parse_duration_ns,
-    parse_time_ns,
-)
 
 START, END = "2026-03-14T03:00:00Z", "2026-03-14T03:15:00Z"
 T0_NS = 1_773_457_200 * 10**9  # 2026-03-14T03:00:00Z
@@ -39,14 +34,14 @@ def test_times_in_every_accepted_form_agree() -> None:
     assert parse_time_ns(str(T0_NS)) == T0_NS
     assert parse_time_ns("2026-03-14T03:00:00.187Z") == T0_NS + 187_000_000
     assert parse_time_ns("1773457200.5") == T0_NS + 500_000_000
-    assert ns_to_rfc3339(T0_NS + 187_000_000) == "2026-03-14T03:00:00.187Z"
+    assert rfc3339(T0_NS + 187_000_000) == "2026-03-14T03:00:00.187Z"
 
 
 @pytest.mark.parametrize(
     "bad", ["", "yesterday", "2026-03-14", "2026-03-14T03:00:00", "2026-13-14T03:00:00Z"]
 )
 def test_bad_times_are_refused(bad: str) -> None:
-    with pytest.raises(TimeArgError):
+    with pytest.raises(BadTimeArg):
         parse_time_ns(bad)
 
 
@@ -55,7 +50,7 @@ def test_durations() -> None:
     assert parse_duration_ns("1m30s") == 90 * 10**9
     assert parse_duration_ns("0.5") == 5 * 10**8
     for bad in ("0", "1x", "s", "-5s", ""):
-        with pytest.raises(TimeArgError):
+        with pytest.raises(BadTimeArg):
             parse_duration_ns(bad)
 
 
@@ -252,3 +247,18 @@ def test_config_precedence_and_in_cluster_defaults() -> None:
         config_mod.from_sources({"TELEMETRY_MCP_BACKEND": "grafana"}, {}, {})
     with pytest.raises(UserFacingError, match="unknown config keys"):
         config_mod.from_sources({}, {"lokiurl": "x"}, {})
+
+
+def test_the_recorded_back_end_has_no_default_recording_in_production() -> None:
+    from services.telemetry_mcp.backends import load_recording
+
+    with pytest.raises(wire.UpstreamError, match="needs a recording: --recording FILE"):
+        load_recording(None)
+    assert load_recording("deploy.local.seed:seed_recording").loki  # what the dev tools name
+
+
+def test_the_back_end_requests_read_a_time_as_the_scope_check_does() -> None:
+    # One parser (services/boundary/timearg.py): Unix milliseconds were once read here as seconds,
+    # thousands of years ahead, while the scope check refused them.
+    with pytest.raises(wire.ToolArgError, match="not a time"):
+        wire.loki_query_range('{app="x"}', "1773457200000", END, 100)

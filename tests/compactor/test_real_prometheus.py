@@ -241,8 +241,9 @@ def _gaps(series: dict[str, Any], step: float) -> list[tuple[float, float]]:
 
 def test_a_target_that_went_away_is_said_to_have_a_gap() -> None:
     """The peer Prometheus was stopped and started again: Prometheus leaves out of the range query
-    the steps after its stale markers. The digest says how many samples it has and where they stop
-    and start again, and does not mark the complete series."""
+    the steps after its stale markers. The digest says how many samples it has, where it starts
+    when that is after the window's first sample, and where they stop and start again, and does not
+    mark the complete series."""
     raw, out = _digest("goroutines")
     step = float(RECORDING["queries"]["goroutines"]["params"]["step"])
     result = _series(raw)
@@ -251,11 +252,15 @@ def test_a_target_that_went_away_is_said_to_have_a_gap() -> None:
     ((a, b),) = _gaps(gapped[0], step)
     gap = f"gap {iso_from_unix(a)[11:19]}-{iso_from_unix(b)[11:19]}"
     forms = {form: item.forms for item in prometheus.draft(raw, {}, "e").items for form in item.forms}
+    # a peer first scraped after the window's first sample says where it starts, before its gap
+    first = float(gapped[0]["values"][0][0])
+    late = first > min(float(s["values"][0][0]) for s in result)
+    start = f"from {iso_from_unix(first)[11:19]}, " if late else ""
     for line in out.compact["series"]:
         _, named = _covers(raw, line)
         if result[named[0]] is gapped[0]:
             assert gap in line or line == forms[line][-1], (gap, line)  # all but the tersest form
-            assert f"({len(gapped[0]['values'])} pts, {gap})" in line or "pts" not in line, line
+            assert f"({len(gapped[0]['values'])} pts, {start}{gap})" in line or "pts" not in line, line
         else:
             assert " pts" not in line and "gap" not in line, line
 

@@ -77,6 +77,14 @@ def test_tool_result_becomes_a_compacted_event_with_raw_beside_compact() -> None
     assert out.selection is None and result.record is None
 
 
+def test_a_compacted_tool_result_on_the_events_topic_is_forwarded_not_compacted_again() -> None:
+    # CompactedToolResult derives from ToolResult: the compactor must still tell the raw one apart.
+    compacted = run(tool_result(repetitive(60)).to_bytes()).value
+    result = run(compacted)
+    assert isinstance(result, Forward)
+    assert result.value is compacted
+
+
 def test_selection_is_recorded_then_reused_without_calling_the_selector() -> None:
     event = tool_result(loki(30))
     store: dict[str, Selection] = {}

@@ -10,9 +10,10 @@ import psycopg
 from schemas.events import EventBase
 from services.projector import store
 from services.projector.mapping import map_event
-from services.projector.plan import Plan
+from services.projector.plan import Plan, Rejection
+from services.projector.row_format import COLUMN_LIST
 
-MESSAGE_COLUMNS = "id, thread_ts, round, role, tool_call_id, content, compact, tokens, created_at"
+MESSAGE_COLUMNS = COLUMN_LIST
 
 
 def apply_events(
@@ -21,9 +22,9 @@ def apply_events(
     schema: str,
     batch: int = 1000,
     plans: Sequence[Plan] = store.PLANS,
-) -> list[store.Rejection]:
+) -> list[Rejection]:
     """Apply events through store.apply_batch, `batch` events per transaction (no Kafka), with `plans`."""
-    rejections: list[store.Rejection] = []
+    rejections: list[Rejection] = []
     for start in range(0, len(events), batch):
         chunk = events[start : start + batch]
         with conn.transaction():

@@ -20,7 +20,8 @@ from schemas.ids import message_id
 from services.compactor.turns import with_turn_compact
 from services.context_render.context import load_context
 from services.ingest.slack_events import Callback, map_payload
-from services.projector.projector import Projector, ProjectorConfig
+from services.projector.config import ProjectorConfig
+from services.projector.projector import Projector
 from services.runtime.kafka import producer_config
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.settings import Settings

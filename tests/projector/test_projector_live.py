@@ -11,8 +11,9 @@ import psycopg
 import pytest
 
 from deploy.local.testdata import T0, interleave, synthetic_human, synthetic_thread
+from services.projector.config import ProjectorConfig
 from services.projector.metrics import Metrics
-from services.projector.projector import Projector, ProjectorConfig
+from services.projector.projector import Projector
 from services.runtime.kafka_client import KafkaClient
 
 from .helpers import (

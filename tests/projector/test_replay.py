@@ -17,7 +17,8 @@ from deploy.local.testdata import T0, synthetic_round, synthetic_thread
 from schemas.events import EventBase, IncidentStateChanged, RecalledIncident, RecallRecorded, ReRendered
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
-from services.projector.projector import Projector, ProjectorConfig
+from services.projector.config import ProjectorConfig
+from services.projector.projector import Projector
 from services.runtime.kafka import producer_config
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.settings import Settings

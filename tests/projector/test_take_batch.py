@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.projector.projector import DRAIN_STEP, take_batch
+from services.projector.intake import DRAIN_STEP, take_batch
 
 
 @dataclass

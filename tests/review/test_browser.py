@@ -147,7 +147,7 @@ def test_hostile_content_is_shown_and_never_run(
 
 def _agent_counts(demo: DemoThread) -> list[tuple[int, str, int]]:
     """(round, node, message tokens) of each investigate and hypothesis call, as the demo's agent
-    counted and logged them (services/agent/graph.py `ask`)."""
+    counted and logged them (services/agent/graph.py `RoundGraph.ask`)."""
     found = re.search(r"logs in (\S+);", demo.output)
     assert found, demo.output[-2000:]
     counted = []

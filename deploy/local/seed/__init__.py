@@ -22,9 +22,17 @@ from deploy.local.seed.generators import (
     prometheus_response,
     tempo_response,
 )
-from deploy.local.seed.incident import SeedHumanMessage, SeedIncident, seed_incident, seed_recording
+from deploy.local.seed.incident import (
+    SEED_RECORDING,
+    SeedHumanMessage,
+    SeedIncident,
+    seed_incident,
+    seed_recording,
+    use_seed_recording,
+)
 
 __all__ = [
+    "SEED_RECORDING",
     "SeedHumanMessage",
     "SeedIncident",
     "event_list",
@@ -37,4 +45,5 @@ __all__ = [
     "seed_incident",
     "seed_recording",
     "tempo_response",
+    "use_seed_recording",
 ]

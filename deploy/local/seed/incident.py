@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -718,7 +719,8 @@ def seed_incident() -> SeedIncident:
 
 def seed_recording() -> dict[str, object]:
     """The seed incident's raws as a recording for the telemetry MCP server's recorded back end
-    (its default `TELEMETRY_MCP_RECORDING`, named by `module:function` so production never imports it)."""
+    (`TELEMETRY_MCP_RECORDING` in the dev tools and tests, named by `module:function` so production never
+    imports it: see `use_seed_recording`)."""
     seed = seed_incident()
     return {
         "loki": seed.loki,
@@ -726,3 +728,12 @@ def seed_recording() -> dict[str, object]:
         "tempo": seed.tempo,
         "pod_events": seed.pod_events,
     }
+
+
+SEED_RECORDING = "deploy.local.seed:seed_recording"
+
+
+def use_seed_recording(environ: MutableMapping[str, str]) -> None:
+    """Where the dev tools run (the dev CLI, the tests), the recorded telemetry back end serves the seed
+    unless a recording is named: production has no default and names none of the dev tree."""
+    environ.setdefault("TELEMETRY_MCP_RECORDING", SEED_RECORDING)

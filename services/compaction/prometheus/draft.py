@@ -26,7 +26,7 @@ from services.compaction.prometheus.parse import (
 )
 from services.compaction.prometheus.render import _Ctx, _labels_text, _nonfinite, _series_forms, _Times
 from services.compaction.prometheus.salience import _score
-from services.compaction.prometheus.stats import _Series, _stats
+from services.compaction.prometheus.stats import _Series, _stats, _still
 
 
 def _common(series: Sequence[tuple[dict[str, str], list[Point]]]) -> dict[str, str]:
@@ -220,7 +220,14 @@ def _series_item(s: _Series, c: _Ctx, head_full: str, head_id: str, head_vary: s
         level="warn" if s.warn else "info",
         salience=s.salience,
         first=c.times.at(s.points[0]) if s.points else None,
+        filler=_filler([s]),
     )
+
+
+def _filler(members: Sequence[_Series]) -> bool:
+    """Series that never move and that the alert does not name: a line of them is worth less than
+    any series that changes (`Item.filler`), whatever their salience as a standing level."""
+    return all(_still(m) and not m.alerted for m in members)
 
 
 def _twins_heads(
@@ -262,6 +269,7 @@ def _twins_item(members: Sequence[_Series], c: _Ctx, head_full: str, head_id: st
         salience=item.salience,
         first=item.first,
         members=len(members),
+        filler=_filler(members),
     )
 
 
@@ -279,6 +287,7 @@ def _group_items(groups: Mapping[GroupKey, Sequence[_Series]], c: _Ctx) -> list[
                 first=c.times.at(min(starts, key=lambda p: p[2])) if starts else None,
                 weight=0.5,
                 members=len(members),
+                filler=_filler(members),
             )
         )
     return out

@@ -113,6 +113,7 @@ def _score(series: list[_Series], common: Mapping[str, str], ctx: Mapping[str, A
         shared = min(matches)  # what every series matches tells nothing apart
         matches = [m - shared for m in matches]
     for s, match in zip(series, matches, strict=True):
+        s.alerted = match > 0
         if not s.finite:
             s.salience = round(match, 3)
             continue

@@ -30,6 +30,7 @@ class _Series:
     spikes: tuple[tuple[int, int, float], ...] = ()  # (first, last, height) runs standing out
     salience: float = 0.0
     warn: bool = False
+    alerted: bool = False  # its own labels match the alert's (set with `salience`)
 
     @property
     def as_bytes(self) -> bool:
@@ -142,6 +143,11 @@ def _spikes(
                 after = j + 1
                 break
     return tuple(out)
+
+
+def _still(s: _Series) -> bool:
+    """It never moves: no finite sample, or `_flat`."""
+    return not s.finite or _flat(s)
 
 
 def _flat(s: _Series) -> bool:

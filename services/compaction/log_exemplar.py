@@ -1,0 +1,162 @@
+"""The words a Loki pattern is shown by in its terse forms: its exemplar line itself, cut around its
+opening and its rarest words (`excerpt`), or, where that would say less in as many tokens, the
+skeleton of those words (`keywords`); `terse_line` chooses. A leading log4j-style logger is shown as its
+class: it is the line's source, like its header. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from schemas.tokens import count_tokens
+from services.compaction.log_patterns import WORD
+from services.compaction.render import clip
+
+SHORT_CHARS = 160
+
+CHUNK = re.compile(r"(\s+|,(?=\S))")
+_DIGITS = re.compile(r"\d+")
+_WORDLIKE = re.compile(r"[A-Za-z]{3}")  # a chunk that holds a word, not only an id or a number
+_DOTTED = re.compile(r"^([A-Za-z_][\w$]*\.){2,}[A-Za-z_][\w$]*:?$")
+# A line's leading logger: a dotted path, or a `package.Class:` (`dfs.FSNamesystem:`) before the message.
+_LOGGER = re.compile(r"^(([A-Za-z_][\w$]*\.){2,}[A-Za-z_][\w$]*:?|[A-Za-z_][\w$]*\.[A-Za-z_][\w$]*:)$")
+
+
+def _package(match: re.Match[str]) -> str:
+    """`org.apache.hadoop.ipc.Client:` -> `Client:` (a logger's class; its package is in the raw)."""
+    return match.group(0).rsplit(".", 1)[-1]
+
+
+def shape(chunk: str) -> str:
+    """How a chunk reads in a terse form: digit runs as `*` (`[DFSClient_NONMAPREDUCE_*_*]`), a
+    dotted Java/Go package path as its class (`Client:`), the rest as written."""
+    if _DOTTED.match(chunk):
+        return _DOTTED.sub(_package, chunk)
+    return _DIGITS.sub("*", chunk)
+
+
+def keywords(
+    message: str, opening: int, rare: int, spread: Counter[str], constant: frozenset[str] = frozenset()
+) -> str:
+    """The opening words of a message and its most distinctive words (fewest other patterns hold
+    them, among the words every line of the pattern has: `constant`), in their order, `…` where
+    words were skipped; digits shown as `*`, so a terse form says which message it is, never
+    which values (the counts and ranges say that)."""
+    pieces = CHUNK.split(message.strip())
+    chunks = pieces[0::2]
+    seps = pieces[1::2]
+    if len(chunks) <= opening + rare + 1:
+        return clip(" ".join(_DOTTED.sub(_package, c) for c in message.strip().split(" ")), SHORT_CHARS)
+    wordy = [i for i, c in enumerate(chunks) if _WORDLIKE.search(c)]
+    keep = set(wordy[:opening])
+    fixed = [
+        i
+        for i in wordy
+        if len(chunks[i]) <= 60 and {w for w in WORD.findall(chunks[i]) if not _DIGITS.search(w)} <= constant
+    ]
+    # rarest first; a path or URL names an object, not the message, so it comes last
+    rank = sorted(
+        fixed,
+        key=lambda i: (
+            "/" in chunks[i] or "\\" in chunks[i],
+            spread[shape(chunks[i])],
+            -sum(ch.isalpha() for ch in chunks[i]),
+            i,
+        ),
+    )
+    for i in rank:
+        if len(keep) >= opening + rare:
+            break
+        keep.add(i)
+    out = ""
+    last = -1
+    for i in sorted(keep):
+        if i != last + 1:
+            out += " ... " if out else "... "
+        elif out:
+            out += " " if seps[i - 1].isspace() else seps[i - 1]
+        out += shape(chunks[i])[:60]
+        last = i
+    if last != len(chunks) - 1:
+        out += " ..."
+    return out
+
+
+def _class_only(message: str) -> str:
+    """A message led by its logger as a package path is shown with the logger's class (log4j's
+    `%c{1}`): `org.apache.hadoop.ipc.Client: Retrying` -> `Client: Retrying`. The logger is the
+    line's source, like its header; the words after it are the line as written."""
+    first, sep, rest = message.partition(" ")
+    return f"{_LOGGER.sub(_package, first)}{sep}{rest}" if rest and _LOGGER.match(first) else message
+
+
+def _telling(chunks: Sequence[str], spread: Counter[str], constant: frozenset[str]) -> list[int]:
+    """The index of the pattern's most telling chunk: among the chunks all its lines share, the one
+    fewest other patterns hold (a path or URL names an object, not the message, so it ranks last)."""
+    shared = [
+        i
+        for i, c in enumerate(chunks)
+        if _WORDLIKE.search(c)
+        and len(c) <= 60
+        and {w for w in WORD.findall(c) if not _DIGITS.search(w)} <= constant
+    ]
+
+    def rank(i: int) -> tuple[bool, int, int, int]:
+        return ("/" in chunks[i] or "\\" in chunks[i], spread[shape(chunks[i])], -len(chunks[i]), i)
+
+    return sorted(shared, key=rank)
+
+
+def excerpt(message: str, limit: int, spread: Counter[str], constant: frozenset[str]) -> str:
+    """The exemplar line itself in about `limit` characters: whole when it fits, else cut around
+    its opening and its most telling word (`_telling`). Its words are kept whole and as written
+    (values included), in runs of the line, `…` where the line was cut: it can be read and quoted,
+    and it still says which message it is. The order of what is kept: the opening word and the
+    telling one, the next words of the opening, the words after the telling one, the rest."""
+    line = _class_only(message.strip())
+    if len(line) <= limit:
+        return line
+    pieces = CHUNK.split(line)
+    chunks, seps = pieces[0::2], pieces[1::2]
+    telling = _telling(chunks, spread, constant)
+    keep = {0, *telling[:1]}
+    after = [i for t in telling[:1] for i in range(t + 1, min(t + 3, len(chunks)))]
+    for order in (telling[1:2], range(1, min(4, len(chunks))), after, range(4, len(chunks))):
+        for i in order:
+            if i not in keep and len(_joined(chunks, seps, keep | {i})) > limit:
+                break
+            keep.add(i)
+    return _joined(chunks, seps, keep)
+
+
+def terse_line(
+    message: str, limit: int, words: tuple[int, int], spread: Counter[str], constant: frozenset[str]
+) -> str:
+    """A terse form of the exemplar: the line itself, cut to the skeleton's length or `limit`
+    (`excerpt`), whenever it holds every word the skeleton of its words shows (`keywords`:
+    `words` opening and rarest words) in no more tokens; else the skeleton, which then says which
+    message it is in fewer tokens, so a verbatim line never costs a digest a fact or a token."""
+    skeleton = keywords(message, *words, spread, constant)
+    line = excerpt(message, max(limit, len(skeleton)), spread, constant)
+    shown = set(_DIGITS.sub("*", line).replace("…", " ").split())
+    needed = {w for w in skeleton.split() if w not in ("...", "…")}
+    if not needed <= shown or line == skeleton:
+        return skeleton
+    return line if count_tokens(line) <= count_tokens(skeleton) else skeleton
+
+
+def _joined(chunks: Sequence[str], seps: Sequence[str], keep: set[int]) -> str:
+    """The kept chunks in runs of the line as written, `…` where chunks were left out; a chunk
+    longer than a line's opening (a URL, a dump) is clipped on its own."""
+    out = ""
+    last = -1
+    for i in sorted(keep):
+        if i != last + 1:
+            out += " … " if out else "… "
+        elif out:
+            out += seps[i - 1]
+        out += chunks[i] if len(chunks[i]) <= 48 else chunks[i][:48] + "…"
+        last = i
+    return out + (" …" if last != len(chunks) - 1 else "")
