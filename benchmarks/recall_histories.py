@@ -11,6 +11,7 @@ from facts on. The seed decides everything: a different seed is a history kept a
   15% of incidents have no logs at all (only reasons, labels and words to go on).
 - Labels are noisy: the service is often another of the cause's services, sometimes any; the alert
   name is sometimes another; namespaces and clusters are random.
+- An unrelated incident open beside a new one is a third of the time its look-alike (`_unrelated`).
 - Every incident also logs common templates (requests, health checks) and generic errors
   ("connection reset by peer") that every cause shares: noise that IDF must see through.
 """
@@ -157,6 +158,14 @@ def make_incident(rng: random.Random, cause: Cause, number: int, opened: datetim
     return Incident(thread, cause.number, channel, opened, closed, build_profile(thread, facts))
 
 
+def _unrelated(rng: random.Random, causes: list[Cause], cause: Cause) -> Cause:
+    """Another cause open beside the query: a third of the time its look-alike (same alert and services, the
+    same symptom, other errors), the hardest company to tell apart; otherwise any other cause."""
+    if rng.random() < 1 / 3:
+        return causes[cause.number ^ 1]
+    return rng.choice([c for c in causes if c.number != cause.number])
+
+
 @dataclass(frozen=True)
 class History:
     past: list[Incident]
@@ -188,7 +197,7 @@ def make_history(seed: int, *, n_past: int = 600, n_queries: int = 100, n_causes
                                          open_for=timedelta(hours=3)))  # fmt: skip
         if q % 3 == 0:  # an unrelated incident open at the same time
             number += 1
-            other = rng.choice([c for c in causes if c.number != cause.number])
+            other = _unrelated(rng, causes, cause)
             company.append(make_incident(rng, other, number, opened - timedelta(minutes=rng.randint(5, 55)),
                                          n_services=n_services, channel=channel,
                                          open_for=timedelta(hours=3)))  # fmt: skip

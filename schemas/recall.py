@@ -19,7 +19,7 @@ from typing import Any, Final
 import psycopg
 
 from schemas.recall_keys import label_key, reason_key
-from schemas.recall_scoring import Candidate, Hit, Rarity, rank, signature_weight
+from schemas.recall_scoring import Candidate, Hit, Rarity, explain, pick, signature_weight
 
 GROUPS_ENV: Final = "RECALL_CHANNEL_GROUPS"
 CANDIDATES: Final = 50  # by shared signatures; half as many by alert and service; as many by time
@@ -75,6 +75,15 @@ _COLUMNS = """thread_ts, alertname, service, namespace, cluster, severity, chann
 
 _ONE = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = %s"
 
+# What scoring reads of a candidate, and no more: signature names without their counts, and of the
+# discussion only how many of the query's lexemes it holds and how many it has (the words stay in
+# Postgres). Counts, decisions and claims are read for the returned hits only (`_FULL`).
+_SHORT_COLUMNS = """thread_ts, alertname, service, namespace, cluster, severity, channel, private,
+    extract(epoch FROM opened_at)::float8, extract(epoch FROM resolved_at)::float8, signatures, error_patterns,
+    reason_keys, shapes,
+    (SELECT count(*)::int FROM unnest(tsvector_to_array(discussion_tsv)) w WHERE w = ANY(%(lexemes)s::text[])),
+    length(discussion_tsv)"""
+
 # Candidates, each source bounded and confined to the channels the thread may see, read from recall's
 # inverted index (migration 009) so no source sorts every incident holding a common key:
 # - by signature: the newest PER_KEY incidents holding each of the query's rarest patterns and reasons,
@@ -106,10 +115,11 @@ by_time AS (
       AND (resolved_at IS NULL OR resolved_at >= to_timestamp(%(opened)s) - interval '1 hour')
     ORDER BY opened_at DESC LIMIT {CANDIDATES}
 )
-SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts IN (
+SELECT {_SHORT_COLUMNS} FROM incident_profiles WHERE thread_ts IN (
     SELECT thread_ts FROM by_signature UNION SELECT thread_ts FROM by_label UNION SELECT thread_ts FROM by_time
 )
 """
+_FULL = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = ANY(%s::text[])"
 
 _COUNTS = "SELECT key, n FROM incident_signature_counts WHERE key = ANY(%s::text[])"
 
@@ -137,6 +147,32 @@ def candidate_of(row: Sequence[Any]) -> Candidate:
         lexemes=frozenset(lexemes or ()),
         decisions=tuple(decisions or ()),
         claims=tuple(claims or ()),
+    )
+
+
+def short_candidate_of(row: Sequence[Any]) -> Candidate:
+    """A candidate as scoring reads it (`_SHORT_COLUMNS`): signatures and reasons without their counts."""
+    (thread, alertname, service, namespace, cluster, severity, channel, private, opened, resolved,
+     signatures, errors, reasons, shapes, shared_words, words) = row  # fmt: skip
+    return Candidate(
+        thread_ts=thread,
+        labels={
+            "alertname": alertname,
+            "service": service,
+            "namespace": namespace,
+            "cluster": cluster,
+            "severity": severity,
+        },
+        channel=channel,
+        private=bool(private),
+        opened_at=opened,
+        resolved_at=resolved,
+        patterns=dict.fromkeys(signatures or (), 0),
+        error_patterns=frozenset(errors or ()),
+        reasons=dict.fromkeys(reasons or (), 0),
+        shapes=frozenset(shapes or ()),
+        lexemes=frozenset(),
+        text_overlap=(int(shared_words), int(words)),
     )
 
 
@@ -189,16 +225,24 @@ def recall_for(
     rarity = _rarity(conn, q)
     keys = _picking(rarity, q.patterns) + _picking(rarity, [reason_key(r) for r in q.reasons])
     params: Mapping[str, Any] = {
-        "channels": channels, "own": q.channel, "thread": thread,
+        "lexemes": sorted(q.lexemes), "channels": channels, "own": q.channel, "thread": thread,
         "keys": keys, "weights": [signature_weight(k, rarity, q.error_patterns) for k in keys],
         "label": label_key(q.labels.get("alertname"), q.labels.get("service")),
         "opened": q.opened_at, "longest": OPEN_AT_MOST,
     }  # fmt: skip
-    found = [candidate_of(r) for r in conn.execute(_CANDIDATES, params).fetchall()]
+    found = [short_candidate_of(r) for r in conn.execute(_CANDIDATES, params).fetchall()]
     allowed = [c for c in found if may_see(q.channel, c.channel, c.private, groups)]
     if now is not None and q.opened_at is None:
         q = Candidate(**{**q.__dict__, "opened_at": now.timestamp()})
-    return rank(q, sorted(allowed, key=lambda c: c.thread_ts), rarity, k=k)
+    picked = pick(q, sorted(allowed, key=lambda c: c.thread_ts), rarity, k=k)
+    full = {
+        c.thread_ts: c for c in map(candidate_of, conn.execute(_FULL, ([p[2].thread_ts for p in picked],)))
+    }
+    return [
+        Hit(c.thread_ts, kind, value, explain(q, full[c.thread_ts], parts, rarity), parts)
+        for kind, value, c, parts in picked
+        if c.thread_ts in full  # a hit removed between the two reads is not shown
+    ]
 
 
 def hits_json(hits: Sequence[Hit]) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ ERROR_FACTOR: Final = 2.0
 # reasons, by rarity) the other open incident must hold to be called part of the same outage. One rare
 # shared error is not enough: a look-alike cause shows the same symptom (benchmarks/bench_recall.py).
 CAUSE_SHARE: Final = 0.5
+REASONS_ALONE: Final = 2
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class Candidate:
     lexemes: frozenset[str]
     decisions: tuple[str, ...] = ()
     claims: tuple[str, ...] = ()
+    # (lexemes shared with the query, lexemes of this incident), counted by Postgres for a shortlisted
+    # candidate whose words are not read (`lexemes` is then empty): the same Jaccard, none of the transfer.
+    text_overlap: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,15 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(union) if union else 0.0
 
 
+def text_similarity(q: Candidate, c: Candidate) -> float:
+    """Jaccard of the discussions' lexemes, from the words or from the overlap Postgres counted."""
+    if c.text_overlap is None:
+        return jaccard(q.lexemes, c.lexemes)
+    shared, size = c.text_overlap
+    union = len(q.lexemes) + size - shared
+    return shared / union if union else 0.0
+
+
 def label_score(q: Mapping[str, str | None], c: Mapping[str, str | None]) -> float:
     return sum(w for k, w in LABEL_WEIGHTS.items() if q.get(k) and q.get(k) == c.get(k))
 
@@ -98,7 +111,7 @@ def score(q: Candidate, c: Candidate, rarity: Rarity) -> dict[str, float]:
         "patterns": weighted_jaccard(list(q.patterns), list(c.patterns), rarity, errors),
         "reasons": weighted_jaccard(_reason_keys(q), _reason_keys(c), rarity, frozenset()),
         "shapes": jaccard(q.shapes, c.shapes),
-        "text": jaccard(q.lexemes, c.lexemes),
+        "text": text_similarity(q, c),
         "labels": label_score(q.labels, c.labels),
     }
 
@@ -142,17 +155,25 @@ def error_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
 
 
 def shares_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
-    """Same cause signature: most of each one's comparable error patterns and pod reasons are the other's.
+    """Same cause signature, for two incidents already open together (the caller checks the time).
 
-    Pod reasons alone (one side has no logs) are a weak signature, drawn from a small vocabulary: they flag
-    an incident only on the same alert or the same service.
+    Most (by rarity) of one's comparable error patterns and pod reasons are the other's. Where they can be
+    compared on pod reasons only (one side has no logs), reasons are drawn from a small vocabulary: that
+    share counts on the same alert or service; on another alert and service only the same set of at least
+    `REASONS_ALONE` reasons does (one common reason shared by chance is not an outage).
     """
-    if max(cause_share(q, c, rarity), cause_share(c, q, rarity)) < CAUSE_SHARE:
-        return False
     logs = bool(q.patterns and c.patterns and (q.error_patterns or c.error_patterns))
-    return logs or any(
+    if max(cause_share(q, c, rarity), cause_share(c, q, rarity)) < CAUSE_SHARE:
+        return not logs and _same_reasons(q, c)  # errors, where both have them, outweigh reasons
+    same_source = any(
         q.labels.get(k) and q.labels.get(k) == c.labels.get(k) for k in ("alertname", "service")
     )
+    return logs or same_source or _same_reasons(q, c)
+
+
+def _same_reasons(q: Candidate, c: Candidate) -> bool:
+    """The same set of at least `REASONS_ALONE` pod reasons: a cause signature even without logs or labels."""
+    return len(q.reasons) >= REASONS_ALONE and set(q.reasons) == set(c.reasons)
 
 
 def overlaps(q: Candidate, c: Candidate, window_s: float) -> bool:
@@ -197,18 +218,18 @@ def explain(q: Candidate, c: Candidate, parts: Mapping[str, float], rarity: Rari
     return tuple(out)
 
 
-def rank(
+Picked = tuple[str, float, Candidate, dict[str, float]]  # kind, score, candidate, parts
+
+
+def pick(
     q: Candidate,
     candidates: Sequence[Candidate],
     rarity: Rarity,
     *,
     k: int = 5,
     window_s: float = 3600.0,
-) -> list[Hit]:
-    """Concurrent hits (open within the window, sharing the cause) first, then the k most similar past ones.
-
-    Reasons are written for the returned hits only: explaining every candidate would cost more than scoring.
-    """
+) -> list[Picked]:
+    """Concurrent hits (open within the window, sharing the cause) first, then the k most similar past ones."""
     concurrent: list[tuple[float, Candidate, dict[str, float]]] = []
     historical: list[tuple[float, Candidate, dict[str, float]]] = []
     for c in candidates:
@@ -227,10 +248,26 @@ def rank(
     tier = {c.thread_ts: error_share(q, c, rarity) >= CAUSE_SHARE for _v, c, _p in historical}
     order = lambda h: (-tier.get(h[1].thread_ts, False), -h[0], h[1].thread_ts)  # noqa: E731
     return [
-        Hit(c.thread_ts, kind, value, explain(q, c, parts, rarity), parts)
+        (kind, value, c, parts)
         for kind, picked in (
             ("concurrent", sorted(concurrent, key=order)),
             ("historical", sorted(historical, key=order)[:k]),
         )
         for value, c, parts in picked
+    ]
+
+
+def rank(
+    q: Candidate,
+    candidates: Sequence[Candidate],
+    rarity: Rarity,
+    *,
+    k: int = 5,
+    window_s: float = 3600.0,
+) -> list[Hit]:
+    """`pick`, each hit with its reasons (written for the returned hits only: explaining every candidate
+    would cost more than scoring)."""
+    return [
+        Hit(c.thread_ts, kind, value, explain(q, c, parts, rarity), parts)
+        for kind, value, c, parts in pick(q, candidates, rarity, k=k, window_s=window_s)
     ]

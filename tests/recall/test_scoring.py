@@ -56,6 +56,20 @@ def test_concurrent_needs_the_window_and_a_shared_cause() -> None:
     assert [(h.thread_ts, h.kind) for h in hits] == [("pay", "concurrent"), ("old", "historical")]
 
 
+def test_concurrent_without_logs_on_another_alert_and_service_needs_the_same_reason_set() -> None:
+    """One side has no logs and the labels differ: only the same set of (at least two) pod reasons flags it."""
+    now = 100 * HOUR
+    two = {"FailedMount": 2, "NodeNotReady": 1}
+    query = profile("q", reasons=two, opened=now, resolved=None)  # no logs asked
+    same = profile("pay", service="payments", alert="HighErrorRate", patterns={OOM: 5}, errors=(OOM,),
+                   reasons={"FailedMount": 4, "NodeNotReady": 3}, opened=now - 1200, resolved=None)  # fmt: skip
+    one_shared = profile("db", service="db", alert="TargetDown", reasons={"FailedMount": 1, "BackOff": 2},
+                         opened=now - 600, resolved=None)  # fmt: skip
+    rarity = Rarity(100, {OOM: 2, "reason:FailedMount": 10, "reason:NodeNotReady": 10, "reason:BackOff": 10})
+    hits = rank(query, [same, one_shared], rarity)
+    assert [(h.thread_ts, h.kind) for h in hits] == [("pay", "concurrent")]
+
+
 def test_visibility_same_channel_or_mapped_public_never_another_private() -> None:
     groups = (frozenset({"C0PAY", "C0CHECKOUT"}),)
     assert may_see("C0CHECKOUT", "C0CHECKOUT", True, ())
