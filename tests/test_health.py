@@ -14,7 +14,7 @@ from services.runtime.health import Heartbeat, serve_metrics_and_health
 def test_healthz_is_503_until_the_loop_beats_then_200_then_503_when_stale() -> None:
     registry = CollectorRegistry()
     Counter("things_total", "things", registry=registry).inc(3)
-    heartbeat = Heartbeat(stale_after=0.3)
+    heartbeat = Heartbeat(stale_after=3.0)  # long enough for a loaded machine to answer twice
     port = free_port()
     server = serve_metrics_and_health(port, heartbeat, registry, addr="127.0.0.1")
     try:
@@ -24,7 +24,7 @@ def test_healthz_is_503_until_the_loop_beats_then_200_then_503_when_stale() -> N
         heartbeat.beat()
         ok = httpx.get(f"{base}/healthz")
         assert ok.status_code == 200 and ok.json()["ok"] is True
-        time.sleep(0.4)
+        time.sleep(3.2)
         stale = httpx.get(f"{base}/healthz")
         assert stale.status_code == 503 and "stale" in stale.json()["detail"]
         metrics = httpx.get(f"{base}/metrics")
@@ -41,7 +41,7 @@ def _healthy_gauge(text: str) -> list[str]:
 def test_metrics_carry_the_healthz_verdict_as_a_gauge_for_alerting() -> None:
     """Prometheus never calls /healthz: `incident_memory_healthy` is what IncidentMemoryServiceUnhealthy
     reads. It follows the heartbeat scrape by scrape, on the default registry too (two servers)."""
-    heartbeat = Heartbeat(stale_after=0.3)
+    heartbeat = Heartbeat(stale_after=3.0)  # long enough for a loaded machine to answer twice
     ports = [free_port(), free_port()]
     servers = [serve_metrics_and_health(p, heartbeat, addr="127.0.0.1") for p in ports]
     try:
@@ -52,7 +52,7 @@ def test_metrics_carry_the_healthz_verdict_as_a_gauge_for_alerting() -> None:
         for port in ports:
             base = f"http://127.0.0.1:{port}"
             assert _healthy_gauge(httpx.get(f"{base}/metrics").text) == ["incident_memory_healthy 1.0"]
-        time.sleep(0.4)
+        time.sleep(3.2)
         stale = httpx.get(f"http://127.0.0.1:{ports[0]}/metrics").text
         assert _healthy_gauge(stale) == ["incident_memory_healthy 0.0"]
         assert stale.count("# TYPE incident_memory_healthy gauge") == 1

@@ -119,7 +119,7 @@ def _cli(
     *argv: str, env: dict[str, str], timeout: float = 30
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     t0 = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "services.cli", *argv], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "deploy.local.devcli", *argv], capture_output=True, text=True,
                             env={**os.environ, **env}, timeout=timeout, check=False)  # fmt: skip
     return result, time.monotonic() - t0
 

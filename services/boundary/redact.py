@@ -52,7 +52,7 @@ from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 # A redactor version: part of the compactor version (services/compaction/config.py), so a replay with
 # a changed rule re-derives, never reuses, what the model saw.
-REDACTOR_VERSION = "1"
+REDACTOR_VERSION = "2"  # 2: a brace after a space no longer spares the value before it
 
 MARKER_PREFIX = "[REDACTED:"
 MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
@@ -281,8 +281,9 @@ def _keyword_values(text: str) -> str:
             return m.group()
         if not _is_secret_value(kind, key, inner):
             return m.group()
-        if not quoted and m.string[m.end() :].lstrip(" ")[:1] in ("{", "("):
-            return m.group()  # `token=Token{a64f992 ...}`: an object's printed form, not a value
+        if not quoted and m.string[m.end() : m.end() + 1] in ("{", "("):
+            return m.group()  # `token=Token{a64f992 ...}`: an object's printed form, not a value (a
+            # brace after a space is the next word, as in `key=value {`)
         return m["lead"] + (value[0] + marker(kind) + value[0] if quoted else marker(kind))
 
     return _FLAG_VALUE.sub(one, _KEY_VALUE.sub(one, text))

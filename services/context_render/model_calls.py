@@ -36,6 +36,7 @@ from services.context_render.context import (
 )
 from services.context_render.input_budget import tool_schema_tokens
 from services.context_render.preamble import Trigger, render_preamble, trigger_time
+from services.context_render.recall_view import is_recall_row
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,11 @@ def rebuild_round(
     own: Sequence[ContextRow],
     round_: int,
     inexact: Sequence[str] = (),
+    recalled: ContextRow | None = None,
 ) -> list[ModelCall]:
     """The model calls of round `round_`: `before` is the context it loaded (rows in the renderings
-    they had then), `own` its rows as first written. Playbook turns made no model call."""
+    they had then), `own` its rows as first written. Playbook turns made no model call. `recalled` is the
+    recall row this round recorded: the agent appended it to the turn just before the hypothesis."""
     trigger = round_trigger(before, round_)
     if trigger is None:
         return []
@@ -136,6 +139,8 @@ def rebuild_round(
         elif row.role == "tool":
             turn.append(row_to_message(row, names.get(row.tool_call_id or "")))
         elif row.role == "ai" and node == "hypothesis":
+            if recalled is not None:
+                turn.append(row_to_message(recalled))
             system = SystemMessage(content=f"{preamble}\n\n{prompts.HYPOTHESIS}")
             calls.append(
                 ModelCall(round_, node, row.id, [system, *context, *turn], False, shown, list(inexact))
@@ -216,7 +221,13 @@ def thread_calls(thread_ts: str, state: IncidentState | None, rows: Sequence[Sto
         own = [r.as_written() for r in rows if r.round == round_]
         if any(r is None for r in own):
             inexact += [r.id for r in rows if r.round == round_ and r.as_written() is None]
+        # Recall runs once, in the first round, after its investigation: its row (projected before the
+        # round's own rows, which wait for the commit) was not in that round's loaded context.
+        recalled = (
+            next((r for r in before if is_recall_row(r.id, r.role)), None) if round_ == rounds[0] else None
+        )
+        before = [r for r in before if r is not recalled]
         seen = state if state is None else replace(state, rounds=round_ - 1)
         mine = [r for r in own if r is not None]
-        calls += rebuild_round(thread_ts, seen, before, mine, round_, inexact)
+        calls += rebuild_round(thread_ts, seen, before, mine, round_, inexact, recalled)
     return calls

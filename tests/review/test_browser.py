@@ -74,7 +74,7 @@ def test_the_demos_thread_is_the_table_show_prints(
         _shot(chrome, "review-thread.png")
     shown = _show_table(demo_thread)
     expected_rows, expected_total = shown[:-1], shown[-1]
-    assert len(page) == len(expected_rows) == 20
+    assert len(page) == len(expected_rows) == 21  # the seed's 20 and the recall row
     for got, want in zip(page, expected_rows, strict=True):
         assert got[:3] == want[:3] and got[4:] == want[4:], (got, want)
         clipped = got[3] if len(got[3]) <= 52 else got[3][:51] + "…"
