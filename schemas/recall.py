@@ -71,7 +71,7 @@ def may_see(
 
 _COLUMNS = """thread_ts, alertname, service, namespace, cluster, severity, channel, private,
     extract(epoch FROM opened_at)::float8, extract(epoch FROM resolved_at)::float8, patterns, error_patterns,
-    reasons, shapes, tsvector_to_array(discussion_tsv), decisions, claims"""
+    reasons, shapes, tsvector_to_array(discussion_tsv), decisions, claims, nodes, dependencies"""
 
 _ONE = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = %s"
 
@@ -82,7 +82,7 @@ _SHORT_COLUMNS = """thread_ts, alertname, service, namespace, cluster, severity,
     extract(epoch FROM opened_at)::float8, extract(epoch FROM resolved_at)::float8, signatures, error_patterns,
     reason_keys, shapes,
     (SELECT count(*)::int FROM unnest(tsvector_to_array(discussion_tsv)) w WHERE w = ANY(%(lexemes)s::text[])),
-    length(discussion_tsv)"""
+    length(discussion_tsv), nodes, dependencies"""
 
 # Candidates, each source bounded and confined to the channels the thread may see, read from recall's
 # inverted index (migration 009) so no source sorts every incident holding a common key:
@@ -126,7 +126,7 @@ _COUNTS = "SELECT key, n FROM incident_signature_counts WHERE key = ANY(%s::text
 
 def candidate_of(row: Sequence[Any]) -> Candidate:
     (thread, alertname, service, namespace, cluster, severity, channel, private, opened, resolved,
-     patterns, errors, reasons, shapes, lexemes, decisions, claims) = row  # fmt: skip
+     patterns, errors, reasons, shapes, lexemes, decisions, claims, nodes, dependencies) = row  # fmt: skip
     return Candidate(
         thread_ts=thread,
         labels={
@@ -147,13 +147,15 @@ def candidate_of(row: Sequence[Any]) -> Candidate:
         lexemes=frozenset(lexemes or ()),
         decisions=tuple(decisions or ()),
         claims=tuple(claims or ()),
+        nodes=frozenset(nodes or ()),
+        dependencies=frozenset(dependencies or ()),
     )
 
 
 def short_candidate_of(row: Sequence[Any]) -> Candidate:
     """A candidate as scoring reads it (`_SHORT_COLUMNS`): signatures and reasons without their counts."""
     (thread, alertname, service, namespace, cluster, severity, channel, private, opened, resolved,
-     signatures, errors, reasons, shapes, shared_words, words) = row  # fmt: skip
+     signatures, errors, reasons, shapes, shared_words, words, nodes, dependencies) = row  # fmt: skip
     return Candidate(
         thread_ts=thread,
         labels={
@@ -173,6 +175,8 @@ def short_candidate_of(row: Sequence[Any]) -> Candidate:
         shapes=frozenset(shapes or ()),
         lexemes=frozenset(),
         text_overlap=(int(shared_words), int(words)),
+        nodes=frozenset(nodes or ()),
+        dependencies=frozenset(dependencies or ()),
     )
 
 
