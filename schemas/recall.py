@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
@@ -22,6 +23,7 @@ from schemas.recall_keys import label_key, reason_key
 from schemas.recall_scoring import Candidate, Hit, Rarity, explain, pick, signature_weight
 
 GROUPS_ENV: Final = "RECALL_CHANNEL_GROUPS"
+CHANNEL_ID: Final = re.compile(r"[CGD][A-Z0-9]{2,20}")  # Slack's ids; a name (#payments) is a mistake
 CANDIDATES: Final = 50  # by shared signatures; half as many by alert and service; as many by time
 PER_KEY: Final = 200  # the newest incidents read per signature before ranking by what they share
 OPEN_AT_MOST: Final = "7 days"  # an incident opened longer ago than this is not looked at as concurrent
@@ -45,6 +47,9 @@ def channel_groups(raw: str | None = None) -> tuple[frozenset[str], ...]:
         isinstance(g, list) and all(isinstance(c, str) and c for c in g) for g in value
     ):
         raise RecallError(f"{GROUPS_ENV}: expected a list of lists of channel ids")
+    for channel in (c for g in value for c in g):
+        if not CHANNEL_ID.fullmatch(channel):
+            raise RecallError(f"{GROUPS_ENV}: {channel!r} is not a Slack channel id (like C0123ABCD)")
     return tuple(frozenset(g) for g in value)
 
 
