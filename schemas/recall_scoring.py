@@ -200,13 +200,9 @@ def overlaps(q: Candidate, c: Candidate, window_s: float) -> bool:
 
 
 def explain(q: Candidate, c: Candidate, parts: Mapping[str, float], rarity: Rarity) -> tuple[str, ...]:
-    """The reasons of a hit, most telling first: a place both report in trouble names the outage."""
+    """The reasons of a hit, most telling first (a place both report in trouble right after the shared
+    error patterns, so a hit found by it alone names it among its first two)."""
     out: list[str] = []
-    nodes, dependencies = sorted(q.nodes & c.nodes), sorted(q.dependencies & c.dependencies)
-    if nodes:
-        out.append("same node in trouble: " + ", ".join(nodes[:2]))
-    if dependencies:
-        out.append("same failing dependency: " + ", ".join(dependencies[:2]))
     same = [
         k
         for k in ("alertname", "service", "namespace", "cluster")
@@ -221,6 +217,11 @@ def explain(q: Candidate, c: Candidate, parts: Mapping[str, float], rarity: Rari
             f"{len(shared_err)} of {len(q.error_patterns)} error patterns shared "
             f"(`{top}` x{q.patterns.get(top, 0)} here, x{c.patterns.get(top, 0)} there)"
         )
+    nodes, dependencies = sorted(q.nodes & c.nodes), sorted(q.dependencies & c.dependencies)
+    if nodes:
+        out.append("same node in trouble: " + ", ".join(nodes[:2]))
+    if dependencies:
+        out.append("same failing dependency: " + ", ".join(dependencies[:2]))
     shared = set(q.patterns) & set(c.patterns)
     if len(shared) > len(shared_err):
         out.append(f"{len(shared)} of {len(q.patterns)} log patterns shared")
