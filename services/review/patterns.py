@@ -94,13 +94,10 @@ def assign(lines: Sequence[str], patterns: Sequence[Mapping[str, Any]]) -> list[
 
 
 def pattern_lines(
-    conn: psycopg.Connection, args: Mapping[str, Any], patterns: Sequence[Mapping[str, Any]], wanted: str,
+    conn: psycopg.Connection, args: Mapping[str, Any], patterns: Sequence[Mapping[str, Any]], chosen: int,
     page_lines: int,
-) -> dict[str, Any] | None:  # fmt: skip
+) -> dict[str, Any]:  # fmt: skip
     """One pattern's raw lines (a page of them, from `args["offset"]`) and how many there are."""
-    chosen = next((k for k, p in enumerate(patterns) if str(p["index"]) == wanted), None)
-    if chosen is None:
-        return None
     records = [(k, e[0] if isinstance(e, list) and e else None, e[1] if isinstance(e, list) and len(e) > 1 else e)
                for k, values in conn.execute(queries.LOKI_ALL, args).fetchall() for e in values]  # fmt: skip
     owners = assign([str(r[2]) for r in records], patterns)

@@ -41,12 +41,9 @@ def _occurrences(count: str | None) -> int:
 
 
 def group_events(
-    conn: psycopg.Connection, args: Mapping[str, Any], found: Sequence[Mapping[str, Any]], wanted: str,
-    page_lines: int,
-) -> dict[str, Any] | None:  # fmt: skip
-    chosen = next((g for g in found if str(g["index"]) == wanted), None)
-    if chosen is None:
-        return None
+    conn: psycopg.Connection, args: Mapping[str, Any], found: Sequence[Mapping[str, Any]], k: int, page_lines: int
+) -> dict[str, Any]:  # fmt: skip
+    chosen = found[k]
     mine = [r for r in conn.execute(queries.POD_EVENTS, args).fetchall()
             if (r[1] or "Normal") == chosen["type"] and r[2] == chosen["reason"]]  # fmt: skip
     total = sum(_occurrences(r[3]) for r in mine)

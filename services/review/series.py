@@ -88,12 +88,9 @@ def _finite(value: Any) -> bool:
 
 
 def series_points(
-    conn: psycopg.Connection, args: Mapping[str, Any], found: Sequence[Mapping[str, Any]], wanted: str,
-    page_lines: int,
-) -> dict[str, Any] | None:  # fmt: skip
-    chosen = next((s for s in found if str(s["index"]) == wanted), None)
-    if chosen is None:
-        return None
+    conn: psycopg.Connection, args: Mapping[str, Any], found: Sequence[Mapping[str, Any]], k: int, page_lines: int
+) -> dict[str, Any]:  # fmt: skip
+    chosen = found[k]
     record = conn.execute(queries.PROM_RESULT, args).fetchone()
     result = record[0] if record and isinstance(record[0], list) else []
     mine = [s for s in result if isinstance(s, dict) and matches(s.get("metric") or {}, chosen["labels"])]

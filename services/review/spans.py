@@ -77,12 +77,9 @@ def _duration_ms(span: Mapping[str, Any]) -> str:
 
 
 def group_spans(
-    conn: psycopg.Connection, args: Mapping[str, Any], found: Sequence[Mapping[str, Any]], wanted: str,
-    page_lines: int,
-) -> dict[str, Any] | None:  # fmt: skip
-    chosen = next((g for g in found if str(g["index"]) == wanted), None)
-    if chosen is None:
-        return None
+    conn: psycopg.Connection, args: Mapping[str, Any], found: Sequence[Mapping[str, Any]], k: int, page_lines: int
+) -> dict[str, Any]:  # fmt: skip
+    chosen = found[k]
     record = conn.execute(queries.RAW_OF_ROW, args).fetchone()
     mine = [s for s in error_spans(record[0] if record else None)
             if s["service"] == chosen["service"] and s["name"].startswith(chosen["name"])
