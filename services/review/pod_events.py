@@ -16,23 +16,20 @@ from typing import Any
 import psycopg
 
 from services.review import queries
+from services.review.compact_items import matched_lines
 
 _ITEM = re.compile(r"^(\d+)×\s+(.*)$", re.S)
 
 
 def groups(compact: Any) -> list[dict[str, Any]]:
-    items = compact.get("events") if isinstance(compact, dict) else None
     out = []
-    for index, text in enumerate(items if isinstance(items, list) else []):
-        m = _ITEM.match(str(text))
-        words = [w for w in (m.group(2).split() if m else []) if not re.search(r"[0-9]", w)]
-        if not m or not words:
+    for index, text, m in matched_lines(compact, "events", _ITEM):
+        words = [w for w in m.group(2).split() if not re.search(r"[0-9]", w)]
+        if not words:
             continue
         kind = "Warning" if words[0] == "Warning" else "Normal"
         reason = words[1] if kind == "Warning" and len(words) > 1 else words[0]
-        out.append(
-            {"index": index, "text": str(text), "count": int(m.group(1)), "type": kind, "reason": reason}
-        )
+        out.append({"index": index, "text": text, "count": int(m.group(1)), "type": kind, "reason": reason})
     return out
 
 

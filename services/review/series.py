@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 
 from services.review import queries
+from services.review.compact_items import matched_lines
 
 _HEAD = re.compile(r"^(?:(\d+) series )?\{([^}]*)\}:")
 _TIME = re.compile(r"\b(\d\d:\d\d:\d\d)\b")
@@ -35,15 +36,11 @@ def _labels(text: str) -> dict[str, str]:
 def series_items(compact: Any) -> list[dict[str, Any]]:
     """Each series line of the compact with its labels, how many series it stands for, and the times
     that split its trend."""
-    items = compact.get("series") if isinstance(compact, dict) else None
     out = []
-    for index, text in enumerate(items if isinstance(items, list) else []):
-        m = _HEAD.match(str(text))
-        if not m:
-            continue
-        rest = str(text)[m.end() :]
+    for index, text, m in matched_lines(compact, "series", _HEAD):
+        rest = text[m.end() :]
         out.append({
-            "index": index, "text": str(text), "labels": _labels(m.group(2)),
+            "index": index, "text": text, "labels": _labels(m.group(2)),
             "count": int(m.group(1) or 1), "splits": sorted(set(_TIME.findall(rest))),
         })  # fmt: skip
     return out
