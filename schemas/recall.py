@@ -188,26 +188,18 @@ def _picking(rarity: Rarity, keys: Iterable[str]) -> list[str]:
 
 def recall(
     conn: psycopg.Connection,
-    thread: str,
+    query: str | Candidate,
     *,
     k: int = 5,
     groups: Sequence[frozenset[str]] = (),
     now: datetime | None = None,
 ) -> list[Hit]:
-    """Concurrent and historical incidents like `thread`, each with its reasons, visible to its channel."""
-    return recall_for(conn, load_profile(conn, thread), k=k, groups=groups, now=now)
+    """Concurrent and historical incidents like the query, each with its reasons, visible to its channel.
 
-
-def recall_for(
-    conn: psycopg.Connection,
-    q: Candidate,
-    *,
-    k: int = 5,
-    groups: Sequence[frozenset[str]] = (),
-    now: datetime | None = None,
-) -> list[Hit]:
-    """`recall` for a query profile the caller built from the thread's own facts (the agent's recall at an
-    alert's open reads its round's facts too); the channel is the profile's, never a caller's."""
+    The query is a thread, whose stored profile is read, or a profile the caller built from the thread's
+    own facts (the agent's recall at an alert's open reads its round's facts too); the channel is the
+    profile's, never a caller's."""
+    q = load_profile(conn, query) if isinstance(query, str) else query
     thread = q.thread_ts
     channels = visible_channels(q.channel, groups)
     if not channels:
