@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, ParamSpec
@@ -76,7 +76,9 @@ def result_of(raw: Raw, meta: dict[str, Any] | None = None) -> CallToolResult:
     )
 
 
-def _guarded(tool: Callable[P, Awaitable[CallToolResult]]) -> Callable[P, Awaitable[CallToolResult]]:
+def _guarded(
+    tool: Callable[P, Awaitable[CallToolResult]],
+) -> Callable[P, Coroutine[Any, Any, CallToolResult]]:
     """A tool whose anticipated failures become tool errors with their one-line reason. The wrapper
     keeps the tool's signature (`functools.wraps`), which is what the MCP server reads its schema from."""
 
