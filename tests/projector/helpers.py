@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -142,3 +146,16 @@ def read_topic(bootstrap: str, topic: str, expect: int, timeout: float = 20) -> 
     finally:
         consumer.close()
     return got
+
+
+def replay_cli(
+    bootstrap: str, dsn: str, *, into: str, topic: str, group: str, dlq_topic: str
+) -> subprocess.CompletedProcess[str]:
+    """`incident-memory replay --from-beginning` of `topic` into the schema `into`, as a user runs it."""
+    cli = str(Path(sys.executable).parent / "incident-memory")
+    return subprocess.run(
+        [cli, "replay", "--from-beginning", "--into", into, "--topic", topic, "--group", group,
+         "--dlq-topic", dlq_topic, "--batch-size", "1000"],
+        env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "DATABASE_URL": dsn},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip

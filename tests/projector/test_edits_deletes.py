@@ -5,11 +5,7 @@ the model sees of that message, and redelivery and replay give the same rows (in
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -26,9 +22,8 @@ from services.runtime.kafka import producer_config
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.settings import Settings
 
-from .helpers import MESSAGE_COLUMNS, apply_events, caught_up, high_watermarks, wait_until
+from .helpers import MESSAGE_COLUMNS, apply_events, caught_up, high_watermarks, replay_cli, wait_until
 
-CLI = str(Path(sys.executable).parent / "incident-memory")
 TS = "1710600000.000100"  # the Slack thread
 T = f"C123ABC456-{TS}"
 PASTE, NOTE = "1710600100.000200", "1710600200.000300"
@@ -129,12 +124,8 @@ def test_a_deleted_paste_never_reaches_the_context_and_an_edit_is_all_the_model_
 
     into = f"{pg_schema}_replay"
     try:
-        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap_servers, "DATABASE_URL": pg_dsn}
-        done = subprocess.run(
-            [CLI, "replay", "--from-beginning", "--into", into, "--topic", topic, "--group", group,
-             "--dlq-topic", topic_names["dlq"], "--batch-size", "1000"],
-            env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        done = replay_cli(stack.kafka_bootstrap_servers, pg_dsn, into=into, topic=topic, group=group,
+                          dlq_topic=topic_names["dlq"])  # fmt: skip
         assert done.returncode == 0, done.stderr
         rows = [
             pg_conn.execute(f'SELECT {MESSAGE_COLUMNS} FROM "{s}".agent_messages ORDER BY seq').fetchall()
