@@ -5,7 +5,6 @@ the model sees of that message, and redelivery and replay give the same rows (in
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import psycopg
@@ -17,12 +16,11 @@ from services.compactor.turns import with_turn_compact
 from services.context_render.context import load_context
 from services.ingest.slack_events import Callback, map_payload
 from services.projector.config import ProjectorConfig
-from services.projector.projector import Projector
 from services.runtime.kafka import producer_config
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.settings import Settings
 
-from .helpers import MESSAGE_COLUMNS, apply_events, caught_up, high_watermarks, replay_cli, wait_until
+from .helpers import MESSAGE_COLUMNS, apply_events, high_watermarks, project_until_caught_up, replay_cli
 
 TS = "1710600000.000100"  # the Slack thread
 T = f"C123ABC456-{TS}"
@@ -102,14 +100,7 @@ def test_a_deleted_paste_never_reaches_the_context_and_an_edit_is_all_the_model_
         kafka=KafkaClient.plaintext(stack.kafka_bootstrap_servers), dsn=pg_dsn, schema=pg_schema,
         topic=topic, dlq_topic=topic_names["dlq"], group=group, batch_size=2,
     )  # fmt: skip
-    stop = threading.Event()
-    live = threading.Thread(target=Projector(config).run, args=(stop,))
-    live.start()
-    try:
-        wait_until(lambda: caught_up(pg_conn, group, topic, high), 30, "live projection")
-    finally:
-        stop.set()
-        live.join(30)
+    project_until_caught_up(pg_conn, config, high)
 
     seen = context_text(pg_conn)
     paste_id, note_id = message_id(T, None, "human", PASTE), message_id(T, None, "human", NOTE)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from datetime import timedelta
 
 import psycopg
@@ -14,12 +13,11 @@ from schemas.events import EventBase, IncidentStateChanged, RecalledIncident, Re
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
 from services.projector.config import ProjectorConfig
-from services.projector.projector import Projector
 from services.runtime.kafka import producer_config
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.settings import Settings
 
-from .helpers import MESSAGE_COLUMNS, caught_up, high_watermarks, replay_cli, wait_until
+from .helpers import MESSAGE_COLUMNS, high_watermarks, project_until_caught_up, replay_cli
 
 
 def history() -> list[EventBase]:
@@ -99,14 +97,7 @@ def test_replay_into_a_fresh_schema_equals_the_live_projection(
         group=group,
         batch_size=9,
     )
-    stop = threading.Event()
-    live = threading.Thread(target=Projector(config).run, args=(stop,))
-    live.start()
-    try:
-        wait_until(lambda: caught_up(pg_conn, group, topic, high), 30, "live projection")
-    finally:
-        stop.set()
-        live.join(30)
+    project_until_caught_up(pg_conn, config, high)
     into = f"{pg_schema}_replay"
     try:
         done = replay_cli(stack.kafka_bootstrap_servers, pg_dsn, into=into, topic=topic, group=group,
