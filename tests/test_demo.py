@@ -62,6 +62,12 @@ def test_demo_prints_the_seed_table(stack: Settings, tmp_path: Path) -> None:
         proc.stdout,
         re.M,
     )
+    # The first post, as Slack holds it, links the payments thread and says why (issue 37).
+    assert re.search(
+        r":1:post:0\]  Questions: .*\n\s+\*Concurrent incident\* .*\n"
+        r"\s+• <https://slack\.com/archives/\S+\|\S+>: same alertname; \d+ of \d+ error patterns shared",
+        proc.stdout,
+    ), proc.stdout
     total = re.search(r"total \(21 rows\)\s+([\d,]+)\s+([\d,]+)", proc.stdout)
     assert total, proc.stdout
     raw, ctx = (int(g.replace(",", "")) for g in total.groups())
