@@ -110,3 +110,30 @@ def test_the_profile_keeps_loci_most_reported_first_whatever_the_order_of_facts(
     profile = build_profile("T", facts)
     assert profile.dependencies == ("mq", "pg") and profile.nodes == (NODE,)
     assert build_profile("T", list(reversed(facts))) == profile
+
+
+def test_the_projector_reads_loci_of_tempo_and_loki_results_and_redacts_a_host_that_is_a_secret() -> None:
+    """A trace is a fact now; a dependency's host reaches other threads' recall, so it passes the redactor."""
+    from datetime import UTC, datetime
+
+    from schemas.events import CompactedToolResult
+    from schemas.ids import message_id
+    from services.projector.profile_facts import profile_facts
+
+    def result(tool: str, raw: dict[str, object], i: int) -> CompactedToolResult:
+        return CompactedToolResult(
+            thread_ts="T1", message_id=message_id("T1", 1, "tools", i), event_time=datetime(2026, 3, 14, tzinfo=UTC),
+            round=1, tool_call_id=f"call_{i}", tool=tool, args={}, raw=raw, compact={}, tokens=1, raw_tokens=1,
+            raw_sha256="0" * 64, compactor_version="t", budget=400,
+        )  # fmt: skip
+
+    trace = {"batches": [{"scopeSpans": [{"spans": [{"kind": 3, "status": {"code": 2}, "attributes": [
+        {"key": "peer.service", "value": {"stringValue": "pg-orders"}}]}]}]}]}  # fmt: skip
+    (fact,) = profile_facts(result("get_trace", trace, 0))
+    assert fact.kind == "tool" and '"dependencies":{"pg-orders":1}' in fact.facts
+    token = "xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx"
+    line = f"ERROR dial tcp {token}:443: connect: connection refused"
+    (fact,) = profile_facts(
+        result("query_loki", {"data": {"result": [{"stream": {}, "values": [["1", line]]}]}}, 1)
+    )
+    assert token not in fact.facts and "REDACTED" in fact.facts
