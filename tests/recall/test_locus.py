@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from schemas.incident_locus import alert_nodes, line_dependencies, pod_event_nodes, trace_dependencies
 from schemas.incident_profile import (
     Fact,
@@ -120,7 +122,7 @@ def test_the_projector_reads_loci_of_tempo_and_loki_results_and_redacts_a_host_t
     from schemas.ids import message_id
     from services.projector.profile_facts import profile_facts
 
-    def result(tool: str, raw: dict[str, object], i: int) -> CompactedToolResult:
+    def result(tool: str, raw: Any, i: int) -> CompactedToolResult:
         return CompactedToolResult(
             thread_ts="T1", message_id=message_id("T1", 1, "tools", i), event_time=datetime(2026, 3, 14, tzinfo=UTC),
             round=1, tool_call_id=f"call_{i}", tool=tool, args={}, raw=raw, compact={}, tokens=1, raw_tokens=1,

@@ -77,7 +77,7 @@ def test_concurrent_without_comparable_logs_needs_the_reasons_on_the_same_alert_
 
 
 def at(c: Candidate, **changes: object) -> Candidate:
-    return Candidate(**{**c.__dict__, **changes})  # type: ignore[arg-type]
+    return Candidate(**{**c.__dict__, **changes})
 
 
 def test_concurrent_by_a_shared_troubled_node_or_failing_dependency_whatever_the_patterns() -> None:
