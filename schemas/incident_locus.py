@@ -10,7 +10,8 @@ of mere presence:
   a pod merely scheduled there (an event's `source.host`) says nothing;
 - a dependency fails when an error-or-worse log line reports a connection to it failing (its
   `host:port`, or `host=`/`peer=`/`upstream=`), or a client span to it ends in error (its
-  `peer.service`, `server.address` or `net.peer.name`); a healthy call says nothing.
+  `peer.service`, `server.address`, `net.peer.name`, Envoy's `upstream.cluster`); a healthy call
+  says nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ _HOST_FIELD: Final = re.compile(
 _URL_SCHEMES: Final = frozenset(
     {"http", "https", "tcp", "udp", "grpc", "postgres", "postgresql", "redis", "amqp"}
 )
-_PEER_ATTRIBUTES: Final = ("peer.service", "server.address", "net.peer.name", "db.instance", "http.host")
+_PEER_ATTRIBUTES: Final = (
+    "peer.service",
+    "server.address",
+    "net.peer.name",
+    "db.instance",
+    "http.host",
+    "upstream.cluster",  # Envoy's name for the service a proxied call went to
+)
 _CLIENT_KINDS: Final = frozenset({3, "3", "SPAN_KIND_CLIENT", 5, "5", "SPAN_KIND_PRODUCER"})
 _ERROR_STATUS: Final = frozenset({2, "2", "STATUS_CODE_ERROR"})
 

@@ -96,6 +96,9 @@ def test_a_trace_names_the_peers_of_failed_client_spans_only() -> None:
     assert tempo_facts(trace) == {"dependencies": {"pg-orders": 1, "redis": 1}}
     assert tempo_facts({"batches": []}) == {}
     assert trace_dependencies({"resourceSpans": [{"scopeSpans": [{"spans": [span("x", 3, 2)]}]}]}) == {"x": 1}
+    envoy = {"kind": 3, "status": {"code": 2}, "attributes": [
+        {"key": "upstream.cluster", "value": {"stringValue": "checkout-api"}}]}  # fmt: skip
+    assert trace_dependencies({"batches": [{"scopeSpans": [{"spans": [envoy]}]}]}) == {"checkout-api": 1}
 
 
 def test_the_profile_keeps_loci_most_reported_first_whatever_the_order_of_facts() -> None:
