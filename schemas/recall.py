@@ -14,6 +14,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -84,7 +85,7 @@ _ONE = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = %s"
 
 # What scoring reads of a candidate, and no more: signature names without their counts, and of the
 # discussion only how many of the query's lexemes it holds and how many it has (the words stay in
-# Postgres). Counts, decisions and claims are read for the returned hits only (`_FULL`).
+# Postgres). What the reasons quote is read for the returned hits only (`_EXPLAINED`).
 _SHORT_COLUMNS = f"""{_IDENTITY_COLUMNS}, signatures, error_patterns,
     reason_keys, shapes,
     (SELECT count(*)::int FROM unnest(tsvector_to_array(discussion_tsv)) w WHERE w = ANY(%(lexemes)s::text[])),
@@ -125,7 +126,14 @@ SELECT {_SHORT_COLUMNS} FROM incident_profiles WHERE thread_ts IN (
     SELECT thread_ts FROM by_signature UNION SELECT thread_ts FROM by_label UNION SELECT thread_ts FROM by_time
 )
 """
-_FULL = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = ANY(%s::text[])"
+# What `explain` quotes of a hit, and no more: the counts of the query's error patterns it holds, its pod
+# reasons with their counts, and its last decision (never every pattern's count, the claims or the words).
+_EXPLAINED = """
+SELECT thread_ts,
+    (SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(patterns) e WHERE e.key = ANY(%(errors)s::text[])),
+    reasons, decisions[cardinality(decisions)]
+FROM incident_profiles WHERE thread_ts = ANY(%(threads)s::text[])
+"""
 
 _COUNTS = "SELECT key, n FROM incident_signature_counts WHERE key = ANY(%s::text[])"
 
@@ -226,10 +234,23 @@ def recall(
     if now is not None and q.opened_at is None:
         q = Candidate(**{**q.__dict__, "opened_at": now.timestamp()})
     picked = pick(q, sorted(allowed, key=lambda c: c.thread_ts), rarity, k=k)
-    full = {
-        c.thread_ts: c for c in map(candidate_of, conn.execute(_FULL, ([p[2].thread_ts for p in picked],)))
+    return explained(q, picked, rarity, _explainable(conn, q, [p[2] for p in picked]))
+
+
+def _explainable(conn: psycopg.Connection, q: Candidate, picked: Sequence[Candidate]) -> dict[str, Candidate]:
+    """The picked (short) candidates with what their reasons quote; a hit removed between the two reads is
+    left out, so it is not shown."""
+    short = {c.thread_ts: c for c in picked}
+    params = {"errors": sorted(q.error_patterns), "threads": list(short)}
+    return {
+        thread: replace(
+            short[thread],
+            patterns={**short[thread].patterns, **(counts or {})},
+            reasons=dict(reasons or {}),
+            decisions=(last,) if last else (),
+        )
+        for thread, counts, reasons, last in conn.execute(_EXPLAINED, params).fetchall()
     }
-    return explained(q, picked, rarity, full)  # a hit removed between the two reads is not shown
 
 
 def hits_json(hits: Sequence[Hit]) -> list[dict[str, Any]]:
