@@ -82,6 +82,12 @@ _COLUMNS = f"""{_IDENTITY_COLUMNS}, patterns, error_patterns,
     reasons, shapes, tsvector_to_array(discussion_tsv), decisions, claims, nodes, dependencies"""
 
 _ONE = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = %s"
+# The profile and the counts of its keys (`_rarity`'s keys) in one round trip.
+_ONE_COUNTED = f"""
+SELECT {_COLUMNS}, (SELECT coalesce(jsonb_object_agg(s.key, s.n), '{{}}') FROM incident_signature_counts s
+    WHERE s.key = ANY(signatures || ARRAY(SELECT 'reason:' || unnest(reason_keys)) || '#incidents'::text))
+FROM incident_profiles WHERE thread_ts = %s
+"""
 
 # What scoring reads of a candidate, and no more: signature names without their counts, and of the
 # discussion only how many of the query's lexemes it holds and how many it has (the words stay in
@@ -190,6 +196,15 @@ def load_profile(conn: psycopg.Connection, thread: str) -> Candidate:
     return candidate_of(row)
 
 
+def _counted_profile(conn: psycopg.Connection, thread: str) -> tuple[Candidate, Rarity]:
+    """`load_profile` and `_rarity` of it, read together."""
+    row = conn.execute(_ONE_COUNTED, (thread,)).fetchone()
+    if row is None:
+        raise RecallError(f"no incident profile for thread {thread!r}")
+    counts = {k: int(n) for k, n in row[-1].items()}
+    return candidate_of(row[:-1]), Rarity(counts.pop("#incidents", 1), counts)
+
+
 def _rarity(conn: psycopg.Connection, q: Candidate) -> Rarity:
     """IDF from the counts the projector keeps (never a count over all profiles at query time)."""
     keys = [*q.patterns, *(f"reason:{r}" for r in q.reasons), "#incidents"]
@@ -216,12 +231,16 @@ def recall(
     The query is a thread, whose stored profile is read, or a profile the caller built from the thread's
     own facts (the agent's recall at an alert's open reads its round's facts too); the channel is the
     profile's, never a caller's."""
-    q = load_profile(conn, query) if isinstance(query, str) else query
+    if isinstance(query, str):
+        q, rarity = _counted_profile(conn, query)
+    else:
+        q = query
     thread = q.thread_ts
     channels = visible_channels(q.channel, groups)
     if not channels:
         return []
-    rarity = _rarity(conn, q)
+    if not isinstance(query, str):
+        rarity = _rarity(conn, q)
     keys = _picking(rarity, q.patterns) + _picking(rarity, [reason_key(r) for r in q.reasons])
     params: Mapping[str, Any] = {
         "lexemes": sorted(q.lexemes), "channels": channels, "own": q.channel, "thread": thread,

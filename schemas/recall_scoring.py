@@ -109,11 +109,15 @@ def label_score(q: Mapping[str, str | None], c: Mapping[str, str | None]) -> flo
     return sum(w for k, w in LABEL_WEIGHTS.items() if q.get(k) and q.get(k) == c.get(k))
 
 
-def score(q: Candidate, c: Candidate, rarity: Rarity) -> dict[str, float]:
+def score(
+    q: Candidate, c: Candidate, rarity: Rarity, q_reasons: Sequence[str] | None = None
+) -> dict[str, float]:
+    """The parts of the similarity; `q_reasons` is the query's `_reason_keys`, when the caller holds them."""
     errors = q.error_patterns | c.error_patterns
+    mine = _reason_keys(q) if q_reasons is None else q_reasons
     return {
         "patterns": weighted_jaccard(q.patterns, c.patterns, rarity, errors),
-        "reasons": weighted_jaccard(_reason_keys(q), _reason_keys(c), rarity, frozenset()),
+        "reasons": weighted_jaccard(mine, _reason_keys(c), rarity, frozenset()),
         "shapes": jaccard(q.shapes, c.shapes),
         "text": text_similarity(q, c),
         "labels": label_score(q.labels, c.labels),
@@ -254,10 +258,11 @@ def pick(
     """Concurrent hits (open within the window, sharing the cause) first, then the k most similar past ones."""
     concurrent: list[tuple[float, Candidate, dict[str, float]]] = []
     historical: list[tuple[float, Candidate, dict[str, float]]] = []
+    q_reasons = _reason_keys(q)
     for c in candidates:
         if c.thread_ts == q.thread_ts:
             continue
-        parts = score(q, c, rarity)
+        parts = score(q, c, rarity, q_reasons)
         value = total(parts)
         if overlaps(q, c, window_s):
             if shares_cause(q, c, rarity):
