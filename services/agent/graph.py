@@ -38,6 +38,7 @@ from services.agent.judge_input import judge_message
 from services.agent.judge_shape import judge_input_tokens, shape_judge_payload
 from services.agent.playbooks import PlaybookPlan
 from services.agent.round_state import ClaimDraft, HypothesisDraft, RoundDeps, RoundState, VerdictDraft
+from services.agent.sent_calls import SentLog
 from services.agent.structured import Failed, ask_structured
 from services.boundary.redact import redact_text
 from services.context_render import prompts
@@ -82,6 +83,7 @@ class RoundGraph:
         self.investigator: Runnable[Any, BaseMessage] = (
             deps.agent_model.bind_tools(self.telemetry) if self.telemetry else deps.agent_model
         )
+        self.sent = SentLog()  # each call's input beside the rows, on the row it produced
 
     def compile(self) -> Any:
         """The compiled StateGraph: investigate loops through tools, then hypothesis, judge, post."""
@@ -144,6 +146,7 @@ class RoundGraph:
                 claims=list(claims),
                 failure=failure,
                 raw_answer=raw_answer,
+                sent=self.sent.take(),
             )
         )
         return mid
@@ -170,7 +173,7 @@ class RoundGraph:
                 tool_schema_tokens=schema_tokens,
             ),
         )
-        answer = await model.ainvoke(messages)
+        answer = await self.sent.invoke(model, messages, tools)
         if not isinstance(answer, AIMessage):
             raise TypeError(f"model answered {type(answer).__name__}, not an AIMessage")
         return answer
@@ -380,6 +383,7 @@ class RoundGraph:
                 graded_claims=graded,
                 hypothesis_id=str(state.get("hypothesis_id")),
                 model=deps.judge_model_name,
+                sent=self.sent.take(),
             )
         )
         await self.pause()
@@ -416,7 +420,7 @@ class RoundGraph:
 
     async def record_verdict(self, state: RoundState, verdict: JudgeVerdict) -> RoundState:
         """Emit a verdict that grades nothing (a failure), so the post says why there is no answer."""
-        await self.emit(verdict)
+        await self.emit(verdict.model_copy(update={"sent": self.sent.take()}))
         await self.pause()
         return {
             "emitted": [*state.get("emitted", []), verdict.message_id],

@@ -556,8 +556,12 @@ def test_the_model_calls_rebuilt_from_the_rows_are_what_crossed_the_wire(both: B
         mine = [_convert_message_to_dict(m) for m in call.messages]
         assert mine == wire.body["messages"], call.node
         assert ("tools" in wire.body) == call.tool_schemas_sent
+        # the tool schemas and response format, as the row recorded them, are what the request carried
+        assert call.sent is not None and call.tools == wire.body.get("tools", []), call.node
+        assert call.sent.response_format == wire.body.get("response_format"), call.node
+    assert [c.tools for c in rebuilt if c.node == "investigate"] == [played.tool_specs] * 3
     counted = [(r, node, tokens) for r, node, tokens in played.thread.calls if node != "judge"]
-    assert [(c.round, c.node, c.input_tokens(played.tool_specs)) for c in rebuilt] == counted
+    assert [(c.round, c.node, c.input_tokens) for c in rebuilt] == counted
     # what the page says of the rows round 2 was sent: round 1's re-rendered to headlines (invariant 10), the rest whole
     stored = {r.id: r for r in _stored_rows(played)}
     assert [s.id for s in rebuilt[-1].rows] == [r.id for r in projection.rows if r.round != 2]
