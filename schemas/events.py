@@ -419,10 +419,22 @@ class SentMessage(BaseModel):
     content: str
 
 
+class JudgeBasis(BaseModel):
+    """What the judge's input was built from that the rows do not hold: the raw checks (the numbers each
+    claim states that the raws it cites lack, read by the agent from the raws) and the input budget the
+    payload was shaped to (the deployment's, for the judge's model)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    raw_checks: list[dict[str, Any]]
+    input_budget: int
+
+
 class SentCall(BaseModel):
     """One model call, as sent beside the rows it is rebuilt from: the tool schemas bound to it (as the
     agent counted them), its response_format, the messages a retry appended to the node's first input,
-    and the endpoint's refusal when it refused the format (the structured-output chain then steps down)."""
+    the endpoint's refusal when it refused the format (the structured-output chain then steps down), the
+    `[checked: ...]` note each tool result it was sent carried (by tool row id), and the judge's basis."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -430,6 +442,8 @@ class SentCall(BaseModel):
     response_format: dict[str, Any] | None = None
     appended: list[SentMessage] = Field(default_factory=list)
     refused: str | None = None
+    checked: dict[str, str] = Field(default_factory=dict)
+    judge_basis: JudgeBasis | None = None
 
 
 ThreadEvent = Annotated[
@@ -516,6 +530,7 @@ __all__ = [
     "EventDecodeError",
     "HumanMessage",
     "IncidentStateChanged",
+    "JudgeBasis",
     "JudgeVerdict",
     "MadeFor",
     "MessageDeleted",

@@ -3,19 +3,21 @@
 The review page rebuilds every call from the projected rows (services/context_render/model_calls.py);
 the rest of a call's input is runtime state the rows do not hold: the tool schemas the MCP servers
 listed, the response_format the endpoint accepted (services/agent/structured.py steps down on a
-refusal), and the messages a repair retry appended. `SentLog` notes each call as the graph makes it,
-and the node's event carries what it noted (`AiMessage.sent`, `JudgeVerdict.sent`).
+refusal), the messages a repair retry appended, the `[checked: ...]` note a tool result carried, and
+what the judge's payload was built from besides the rows (`JudgeBasis`). `SentLog` notes each call as the
+graph makes it, and the node's event carries what it noted (`AiMessage.sent`, `JudgeVerdict.sent`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import openai
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from schemas.events import SentCall, SentMessage
+from schemas.events import JudgeBasis, SentCall, SentMessage
 from schemas.tokens import render_for_model
 
 
@@ -33,6 +35,21 @@ def _appended(first: Sequence[BaseMessage], messages: Sequence[BaseMessage]) -> 
     ]
 
 
+_CHECKED = re.compile(r"^\[checked: (.*?)\] \[evidence ", re.DOTALL)
+
+
+def checked_notes(messages: Sequence[BaseMessage]) -> dict[str, str]:
+    """The `[checked: ...]` note each tool result carried (graph.RoundGraph.tools), by its row id."""
+    notes = {}
+    for m in messages:
+        found = (
+            _CHECKED.match(m.content) if isinstance(m, ToolMessage) and isinstance(m.content, str) else None
+        )
+        if found and m.id:
+            notes[m.id] = found.group(1)
+    return notes
+
+
 def response_format_of(model: Any) -> dict[str, Any] | None:
     """The response_format bound to a model (`model.bind(response_format=...)`), if any."""
     kwargs = getattr(model, "kwargs", None)
@@ -46,6 +63,11 @@ class SentLog:
     def __init__(self) -> None:
         self._first: list[BaseMessage] = []
         self._calls: list[SentCall] = []
+        self._basis: JudgeBasis | None = None
+
+    def judged_from(self, raw_checks: list[dict[str, Any]], input_budget: int) -> None:
+        """The judge's next calls were built from these besides the rows (JudgeBasis)."""
+        self._basis = JudgeBasis(raw_checks=raw_checks, input_budget=input_budget)
 
     def note(self, model: Any, messages: Sequence[BaseMessage], tools: Sequence[dict[str, Any]]) -> None:
         if not self._calls:
@@ -55,6 +77,8 @@ class SentLog:
                 tools=[dict(t) for t in tools],
                 response_format=response_format_of(model),
                 appended=_appended(self._first, messages),
+                checked=checked_notes(messages),
+                judge_basis=self._basis,
             )
         )
 
@@ -67,7 +91,7 @@ class SentLog:
 
     def take(self) -> list[SentCall] | None:
         """The node's calls (None when it made none: a playbook turn, a hypothesis not judged)."""
-        calls, self._calls, self._first = self._calls, [], []
+        calls, self._calls, self._first, self._basis = self._calls, [], [], None
         return calls or None
 
     async def invoke(self, model: Any, messages: list[BaseMessage], tools: Sequence[dict[str, Any]]) -> Any:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from schemas.events import MadeFor, SentCall, SentMessage
 from schemas.ids import parse_message_id
@@ -37,6 +37,8 @@ from services.context_render.context import (
     to_messages,
 )
 from services.context_render.input_budget import tool_schema_tokens
+from services.context_render.judge_input import judge_message, judge_payload
+from services.context_render.judge_shape import judge_input_tokens, shape_judge_payload
 from services.context_render.preamble import Trigger, render_preamble, trigger_time
 from services.context_render.recall_view import is_recall_row
 
@@ -147,8 +149,10 @@ def rebuild_round(
     shown = shown_rows(before, ctx.rows)
     names = {str(c.get("id")): str(c.get("name")) for r in own for c in r.tool_calls()}
     recorded = sent or {}
+    notes = {tid: note for r in own for c in recorded.get(r.id, ()) for tid, note in c.checked.items()}
     turn: list[BaseMessage] = []
     calls: list[ModelCall] = []
+    hypothesis: dict[str, Any] = {}
     for row in own:
         node = parse_message_id(row.id)[2]
         value = row.value if isinstance(row.value, dict) else {}
@@ -162,13 +166,48 @@ def rebuild_round(
                 calls += made.calls([system, *context, *turn], recorded.get(row.id))
             turn.append(row_to_message(row))
         elif row.role == "tool":
-            turn.append(row_to_message(row, names.get(row.tool_call_id or "")))
+            turn.append(with_note(row_to_message(row, names.get(row.tool_call_id or "")), notes.get(row.id)))
         elif row.role == "ai" and node == "hypothesis":
             system = SystemMessage(content=f"{preamble}\n\n{prompts.HYPOTHESIS}")
             made = Made(round_, node, row.id, False, shown, list(inexact))
             calls += made.calls([system, *context, *turn], recorded.get(row.id))
+            hypothesis = value
+        elif row.role == "judge":
+            made = Made(round_, node, row.id, False, [], list(inexact))
+            calls += judge_calls(made, ctx, turn, hypothesis, value, recorded.get(row.id, ()))
             break
     return calls
+
+
+def with_note(message: BaseMessage, note: str | None) -> BaseMessage:
+    """A tool result as the agent sent it: with the `[checked: ...]` note its call's check left, if any."""
+    if note is None or not isinstance(message, ToolMessage):
+        return message
+    return ToolMessage(
+        content=f"[checked: {note}] {message.content}", tool_call_id=message.tool_call_id, id=message.id
+    )
+
+
+def judge_calls(
+    made: Made,
+    ctx: LoadedContext,
+    turn: Sequence[BaseMessage],
+    hypothesis: Mapping[str, Any],
+    verdict: Mapping[str, Any],
+    recorded: Sequence[SentCall],
+) -> list[ModelCall]:
+    """The judge's calls, rebuilt as graph.RoundGraph.judge builds them: the hypothesis and the evidence
+    it cites as the round saw it, shaped to the recorded budget with the recorded raw checks. A verdict
+    recorded without them (nothing judged, or written before calls were recorded) gives none."""
+    basis = next((c.judge_basis for c in recorded if c.judge_basis is not None), None)
+    if basis is None or not hypothesis:
+        return []
+    claims = [{"text": c.get("text"), "evidence_ids": list(c.get("evidence_ids") or [])}
+              for c in hypothesis.get("claims") or []]  # fmt: skip
+    hyp = {"summary": hypothesis.get("text", ""), "claims": claims}
+    payload = judge_payload(ctx, turn, hyp, verdict.get("hypothesis_id"), basis.raw_checks)
+    shaped = shape_judge_payload(payload, basis.input_budget, judge_input_tokens)
+    return made.calls([SystemMessage(content=prompts.JUDGE), judge_message(shaped)], recorded)
 
 
 @dataclass(frozen=True)

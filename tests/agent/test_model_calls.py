@@ -86,3 +86,20 @@ def test_without_the_history_an_earlier_round_is_marked_inexact_not_guessed() ->
     round2 = [c for c in calls if c.round == 2]
     assert round2 and all(c.inexact == [f"{T}:1:tools:0"] for c in round2)
     assert all(not c.inexact for c in calls if c.round in (1, 3))
+
+
+def test_a_tool_result_sent_with_its_checked_note_is_rebuilt_with_it() -> None:
+    note = "limit clamped from 5000 to 1000"
+    rows = _thread(())
+    k = next(i for i, r in enumerate(rows) if r.id == f"{T}:1:hypothesis:0")
+    sent = [{"tools": [], "checked": {f"{T}:1:tools:0": note}}]
+    rows[k] = _row(rows[k].id, "ai", {**rows[k].content, "sent": sent}, compact=rows[k].content)
+    calls = thread_calls(T, STATE, rows)
+    hypothesis = next(c for c in calls if (c.round, c.node) == (1, "hypothesis"))
+    assert _tool_text(hypothesis).startswith(f"[checked: {note}] [evidence {T}:1:tools:0]")
+    # the round's turn carried it from the result on: the next investigate call had it too
+    second = [c for c in calls if (c.round, c.node) == (1, "investigate")][1]
+    assert _tool_text(second).startswith(f"[checked: {note}]")
+    # later rounds load the row, never the note
+    later = next(c for c in calls if (c.round, c.node) == (2, "investigate"))
+    assert "[checked" not in _tool_text(later)
