@@ -23,6 +23,7 @@ from schemas.events import (
     Claim,
     EventBase,
     JudgeVerdict,
+    MadeFor,
     RoundCommitted,
     ThreadPost,
     ToolCall,
@@ -308,7 +309,7 @@ class RoundGraph:
         deps = self.deps
         turn = list(state.get("turn", []))
         if deps.recall is not None and deps.recalled is None:  # after the investigation: a cause to match
-            deps.recalled = await deps.recall()
+            deps.recalled = await deps.recall(MadeFor(round=deps.round, node="hypothesis"))
             turn.append(recall_message(recall_id(deps.thread_ts), deps.recalled))
         system = SystemMessage(content=f"{deps.preamble}\n\n{prompts.HYPOTHESIS}")
         result = await ask_structured(

@@ -103,3 +103,51 @@ def test_a_tool_result_sent_with_its_checked_note_is_rebuilt_with_it() -> None:
     # later rounds load the row, never the note
     later = next(c for c in calls if (c.round, c.node) == (2, "investigate"))
     assert "[checked" not in _tool_text(later)
+
+
+def _recall(made_for: dict[str, Any] | None) -> StoredRow:
+    hit = {
+        "thread": "C0PAY-1773456870.000100",
+        "kind": "concurrent",
+        "score_milli": 612,
+        "reasons": ["same node"],
+    }
+    content: dict[str, Any] = {"recall": [hit]}
+    if made_for is None:
+        return _row(f"{T}:-:recall:0", "alert", content)
+    return _row(f"{T}:-:recall:0", "alert", {**content, "made_for": made_for}, compact=content)
+
+
+def _with_recall(rows: list[StoredRow], recall: StoredRow, after: str) -> list[StoredRow]:
+    """The recall row projected at once: before its round's rows, which wait for the round's commit."""
+    k = next(i for i, r in enumerate(rows) if r.id == after)
+    return [*rows[: k + 1], recall, *rows[k + 1 :]]
+
+
+def _recall_placed(calls: list[Any]) -> list[tuple[int, str, int]]:
+    """(round, node, position among the call's messages) of each call sent the recall row."""
+    return [
+        (c.round, c.node, next(k for k, m in enumerate(c.messages) if m.id == f"{T}:-:recall:0"))
+        for c in calls
+        if any(m.id == f"{T}:-:recall:0" for m in c.messages)
+    ]
+
+
+def test_the_recall_row_joins_the_call_it_was_recorded_for() -> None:
+    """RecallRecorded.made_for places the row (issue 38): made for round 2's investigate, round 1 never
+    had it and round 2's first call got it at the end of its turn; later rounds load it in context."""
+    rows = _with_recall(_thread(()), _recall({"round": 2, "node": "investigate"}), f"{T}:1:hypothesis:0")
+    calls = thread_calls(T, STATE, rows)
+    placed = _recall_placed(calls)
+    assert [(r, n) for r, n, _k in placed] == [(2, "investigate"), (2, "hypothesis"), (3, "investigate"),
+                                               (3, "hypothesis")]  # fmt: skip
+    round2 = next(c for c in calls if (c.round, c.node) == (2, "investigate"))
+    assert round2.messages[-1].id == f"{T}:-:recall:0"  # appended to the turn, after the loaded context
+    assert all(r.id != f"{T}:-:recall:0" for r in round2.rows)  # not a row it loaded
+
+
+def test_a_recall_recorded_before_made_for_existed_joins_the_first_rounds_hypothesis() -> None:
+    rows = _with_recall(_thread(()), _recall(None), f"{T}:-:alert:0")
+    placed = _recall_placed(thread_calls(T, STATE, rows))
+    assert [(r, n) for r, n, _k in placed][:1] == [(1, "hypothesis")]
+    assert (1, "investigate") not in [(r, n) for r, n, _k in placed]
