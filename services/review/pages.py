@@ -16,7 +16,7 @@ import psycopg
 from schemas.tokens import count_value_tokens
 from services.context_render.context import IncidentState
 from services.context_render.model_calls import thread_calls
-from services.review import calls, model, patterns, pod_events, queries, series, spans
+from services.review import calls, model, patterns, pod_events, queries, recall_links, series, spans
 from services.review.model import ThreadRow
 
 PAGE_LINES = 200
@@ -81,8 +81,10 @@ def incidents(
               "limit": INCIDENT_LIMIT}  # fmt: skip
     items = [model.incident_item(r) for r in conn.execute(queries.INCIDENTS, params).fetchall()]
     totals = raw_totals(conn, [i["thread_ts"] for i in items])
+    recalled = recall_links.listed_recall(conn, [i["thread_ts"] for i in items], channels)
     for item in items:
         item["raw_tokens"] = totals.get(item["thread_ts"], 0)
+        item["recall"] = recalled.get(item["thread_ts"], [])
     options = model.filter_options(conn.execute(queries.FILTER_VALUES).fetchall())
     if channels is not None:
         options["channel"] = [c for c in options["channel"] if c in channels]
@@ -120,7 +122,8 @@ def thread(
         return None
     rows = [_thread_row(r) for r in conn.execute(THREAD_ROWS_LEAN, (thread_ts,)).fetchall()]
     post_records = conn.execute(queries.POSTS, (thread_ts,)).fetchall()
-    return model.thread_view(incident, rows, raw_tokens(conn, rows), post_records, history(conn, thread_ts))
+    view = model.thread_view(incident, rows, raw_tokens(conn, rows), post_records, history(conn, thread_ts))
+    return {**view, "recall": recall_links.thread_recall(conn, thread_ts, channels)}
 
 
 def model_calls(
