@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import httpx
+import httpx2
 import openai
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -33,8 +33,8 @@ class Bound:
 
 
 def _refusal() -> openai.BadRequestError:
-    request = httpx.Request("POST", "http://x/v1/chat/completions")
-    response = httpx.Response(400, request=request, json={"error": {"message": "json_schema not supported"}})
+    request = httpx2.Request("POST", "http://x/v1/chat/completions")
+    response = httpx2.Response(400, request=request, json={"error": {"message": "json_schema not supported"}})
     return openai.BadRequestError("json_schema not supported", response=response, body=None)
 
 
