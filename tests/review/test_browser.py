@@ -189,5 +189,9 @@ def test_a_model_call_shows_the_tokens_the_agent_counted(
         last.find_element(By.CSS_SELECTOR, "details summary").click()  # open the call's preamble
         chrome.execute_script("arguments[0].scrollIntoView()", last)
         _shot(chrome, "review-model-call.png")
+        table = last.find_element(By.CSS_SELECTOR, "table.tools")
+        table.find_element(By.CSS_SELECTOR, "details summary").click()  # the first tool's schema, as sent
+        chrome.execute_script("arguments[0].scrollIntoView()", table)
+        _shot(chrome, "review-model-call-tools.png")
     counted = _agent_counts(demo_thread)
     assert page and page == counted, (page, counted)
