@@ -344,3 +344,19 @@ def test_refused_and_repaired_calls_are_rebuilt_as_they_were_sent(
     else:  # the repair: the first answer and the prompt quoting its error, appended
         assert [m.role for m in second.sent.appended] == ["assistant", "user"]
         assert "holds no JSON object" in second.sent.appended[1].content
+
+
+def test_a_clamped_tool_call_is_rebuilt_as_it_was_sent(serve: Any, no_playbook: None) -> None:
+    """A call the boundary clamps (a range past the pinned window, a limit over the cap) runs clamped and
+    says so in its turn; every later call of the round is rebuilt equal to its request."""
+    oai = serve("openai")
+    wide = {"query": '{namespace="shop"}', "start": "2020-01-01T00:00:00Z", "end": "2030-01-01T00:00:00Z",
+            "limit": 100000}  # fmt: skip
+    oai.script_tool_calls([{"name": "query_loki", "args": wide}])
+    played = _play(oai)
+    turn = played.row("ai", "investigate")
+    assert "checked before running" in turn["text"] and "clamped" in turn["text"]
+    (call,) = turn["tool_calls"]
+    assert call["args"]["limit"] < 100000 and call["args"]["start"] != wide["start"]
+    rebuilt = _rebuilt_as_sent(played)
+    assert [c.node for c in rebuilt][:2] == ["investigate", "investigate"]
