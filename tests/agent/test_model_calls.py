@@ -118,10 +118,10 @@ def _recall(made_for: dict[str, Any] | None) -> StoredRow:
     return _row(f"{T}:-:recall:0", "alert", {**content, "made_for": made_for}, compact=content)
 
 
-def _with_recall(rows: list[StoredRow], recall: StoredRow, after: str) -> list[StoredRow]:
-    """The recall row projected at once: before its round's rows, which wait for the round's commit."""
+def _inserted(rows: list[StoredRow], row: StoredRow, after: str) -> list[StoredRow]:
+    """`row` projected after `after` (recall's row is projected at once, before its round's rows)."""
     k = next(i for i, r in enumerate(rows) if r.id == after)
-    return [*rows[: k + 1], recall, *rows[k + 1 :]]
+    return [*rows[: k + 1], row, *rows[k + 1 :]]
 
 
 def _recall_placed(calls: list[Any]) -> list[tuple[int, str, int]]:
@@ -136,7 +136,7 @@ def _recall_placed(calls: list[Any]) -> list[tuple[int, str, int]]:
 def test_the_recall_row_joins_the_call_it_was_recorded_for() -> None:
     """RecallRecorded.made_for places the row (issue 38): made for round 2's investigate, round 1 never
     had it and round 2's first call got it at the end of its turn; later rounds load it in context."""
-    rows = _with_recall(_thread(()), _recall({"round": 2, "node": "investigate"}), f"{T}:1:hypothesis:0")
+    rows = _inserted(_thread(()), _recall({"round": 2, "node": "investigate"}), f"{T}:1:hypothesis:0")
     calls = thread_calls(T, STATE, rows)
     placed = _recall_placed(calls)
     assert [(r, n) for r, n, _k in placed] == [(2, "investigate"), (2, "hypothesis"), (3, "investigate"),
@@ -147,7 +147,19 @@ def test_the_recall_row_joins_the_call_it_was_recorded_for() -> None:
 
 
 def test_a_recall_recorded_before_made_for_existed_joins_the_first_rounds_hypothesis() -> None:
-    rows = _with_recall(_thread(()), _recall(None), f"{T}:-:alert:0")
+    rows = _inserted(_thread(()), _recall(None), f"{T}:-:alert:0")
     placed = _recall_placed(thread_calls(T, STATE, rows))
     assert [(r, n) for r, n, _k in placed][:1] == [(1, "hypothesis")]
     assert (1, "investigate") not in [(r, n) for r, n, _k in placed]
+
+
+def test_a_call_written_before_calls_were_recorded_says_its_tool_schemas_are_unknown() -> None:
+    verdict = {"grounded": False, "questions": ["why?"], "graded_claims": [], "hypothesis_id": f"{T}:1:hypothesis:0",
+               "model": "m"}  # fmt: skip
+    calls = thread_calls(T, STATE, _inserted(_thread(()), _row(f"{T}:1:judge:0", "judge", verdict),
+                                                f"{T}:1:hypothesis:0"))  # fmt: skip
+    investigate = next(c for c in calls if c.node == "investigate")
+    hypothesis = next(c for c in calls if c.node == "hypothesis")
+    assert investigate.sent is None and investigate.tools is None and investigate.input_tokens is None
+    assert hypothesis.tools == [] and hypothesis.input_tokens == hypothesis.message_tokens
+    assert all(c.node != "judge" for c in calls)  # no recorded basis: no judge call is guessed
