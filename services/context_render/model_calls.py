@@ -1,10 +1,14 @@
 """What each model call of a round was sent, rebuilt from the thread's rows.
 
 The agent's graph (services/agent/graph.py) sends an investigate call as [system: preamble and the
-investigate prompt, the context as loaded, this round's turn so far] with the tool schemas, and the
-hypothesis call as the same messages under the hypothesis prompt without them. Every piece is a
-pure function of rows (invariant 4), so the same functions rebuild the calls here: the review page
-shows what was sent, and tests/agent/test_openai_wire.py holds the rebuilt calls equal to the
+investigate prompt, the context as loaded, this round's turn so far] with the tool schemas, the
+hypothesis call as the same messages under the hypothesis prompt with a response format, and the judge
+its prompt and one framed payload (services/context_render/judge_input.py, judge_shape.py). Every
+message is a pure function of rows (invariant 4), so the same functions rebuild the calls here; what a
+call was sent beside the rows (tool schemas, response format, a retry's appended messages, a tool
+result's `[checked: ...]` note, the judge's raw checks and budget) is recorded on the row its answer
+became (`sent`, services/agent/sent_calls.py). The review page shows what was sent, and
+tests/agent/test_openai_wire.py and test_model_conformance.py hold the rebuilt calls equal to the
 requests the model endpoint received.
 
 The projection keeps a row's first and current renderings only. A round is rebuilt exactly when
