@@ -1,7 +1,7 @@
 """Recall links on the review page (issue 37's hits), shown only where the viewer may see them.
 
 Two rules, each failing closed. The thread's own channel decides what recall may show it (invariant 14,
-schemas/recall.py: `recall_for` reads only what that channel may see, and `may_see`, checked here again
+schemas/recall.py: `recall` reads only what that channel may see, and `may_see`, checked here again
 against the hit's profile as it is now, hides a private incident from any other channel). And the
 page's channel allow-list (per deployment) hides a hit of a channel outside it, as it hides that thread.
 The thread page recalls live, as `incident-memory recall` does; the incidents list shows what each
@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import psycopg
 
-from schemas.recall import RecallError, channel_groups, load_profile, may_see, recall_for
+from schemas.recall import RecallError, channel_groups, load_profile, may_see, recall
 from schemas.recall_open import links
 from services.context_render.recall_view import hits_of, recall_id
 from services.review import queries
@@ -67,7 +67,7 @@ def thread_recall(
         query = load_profile(conn, thread_ts)
     except RecallError:
         return []  # no profile yet: nothing to match, nothing shown
-    hits = recall_for(conn, query, k=K, groups=groups)
+    hits = recall(conn, query, k=K, groups=groups)
     seen = profiles(conn, [h.thread_ts for h in hits])
     shown = [h for h in hits if visible(query.channel, seen.get(h.thread_ts), groups, channels)]
     slack = links(conn, [h.thread_ts for h in shown])
