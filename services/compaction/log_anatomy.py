@@ -221,6 +221,7 @@ class HeaderShape:
     level_at: int | None
     level_end: int
     constants: tuple[str | None, ...]
+    tag_at: int | None = None  # where the source's tag (`sshd[42]:`, `kernel[0]:`, `Logger:`) ends the header
 
 
 def learn_header(lines: Sequence[str]) -> HeaderShape:
@@ -275,7 +276,25 @@ def learn_header(lines: Sequence[str]) -> HeaderShape:
         if level_end > length:
             constants.extend([None] * (level_end - length))
             length = level_end
-    return HeaderShape(length, level_at, level_end, tuple(constants[:length]))
+    # after a level, the logger's name comes next (log4j, logcat); a host name only before a tag
+    # in a header without a level (syslog)
+    after = (length,) if level_at is not None else (length, length + 1)
+    tag_at = _tag_position(toks, after) if total >= _MIN_LINES else None
+    return HeaderShape(length, level_at, level_end, tuple(constants[:length]), tag_at)
+
+
+# A source's tag: a program, component or logger name, maybe with a (facility) and a [pid], ending
+# in a colon (`sshd(pam_unix)[19939]:`, `com.apple.cts[258]:`, `o.a.h.MRAppMaster:`).
+_TAG = re.compile(r"^[A-Za-z_][\w.\-/$@]*(?:\([\w.\-/]+\))?(?:\[\d+\])?:$")
+
+
+def _tag_position(toks: Sequence[Sequence[str]], after: tuple[int, ...]) -> int | None:
+    """Where most lines name their source right after the header, maybe after one word (a host name
+    that is no time: syslog's `MMM dd hh:mm:ss host prog[pid]:`): the header runs to that tag. A
+    message's first word is no source: the tag must sit at one place on most lines, and be followed."""
+    at = Counter(next((i for i in after if len(row) > i + 1 and _TAG.match(row[i])), -1) for row in toks)
+    position, hits = max(at.items(), key=lambda kv: (kv[0] >= 0, kv[1], -kv[0]))
+    return position if position >= 0 and hits >= _HEADER_SHARE * len(toks) else None
 
 
 def _header_like(token: str, kind: str, constant: str | None) -> bool:
@@ -317,6 +336,14 @@ def split_line(line: str, shape: HeaderShape) -> Anatomy:
         if not ((conforms and i < shape.level_end) or _header_like(tokens[i], _kind(tokens[i]), constant)):
             break
         cut = i + 1
+    tag = shape.tag_at
+    if (
+        tag is not None
+        and cut >= tag - (shape.level_at is None)
+        and len(tokens) > tag + 1
+        and _TAG.match(tokens[tag])
+    ):
+        cut = tag + 1  # the source's tag, and a host name before it, are header
     level = next((lv for t in tokens[:cut] if (lv := _token_level(t, True)) is not None), None)
     if cut and not any(_kind(t) in ("T", "BT") for t in tokens[:cut]):
         cut = 0  # no time, number or pid: `FATAL ERROR: JS heap ...` is all message

@@ -38,6 +38,8 @@ _CHUNK = re.compile(r"(?:[^\s,]|,(?!\S))+")  # cut at white space, and at the co
 _EMPTY_PAIR = re.compile(r"\(\)|\[\]|\{\}|\"\"|''")
 _DIGIT = re.compile(r"\d")
 _HEX = re.compile(r"^(?:0x)?[0-9a-fA-F]{8,}$")
+# Words that are only ever a value (`overlap:false`, `result=null`), never what a statement says.
+_VALUE_WORDS = frozenset(("true", "false", "null", "nil"))
 
 
 def words(message: str) -> tuple[list[str], list[str]]:
@@ -128,6 +130,7 @@ def _mask(word: str) -> str:
         or _DIGIT.search(word)
         or _HEX.match(word)
         or word.lower() in MONTHS_DAYS
+        or word.lower() in _VALUE_WORDS
         or "/" in word[1:]
     ):
         return WILD
@@ -172,12 +175,28 @@ def mine_words(masked: Sequence[tuple[str, ...]]) -> list[Group]:
         for members in roots.values():
             members.sort()  # ascending, as one message at a time gave them
             groups.extend(_split(members, masked))
-    merged: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for group in groups:
-        merged[group.template].extend(group.members)
-    out = [Group(template, tuple(sorted(members))) for template, members in merged.items()]
+    out = _merge_runs(groups)
     out.sort(key=lambda g: g.members[0])
     return out
+
+
+def _merge_runs(groups: list[Group]) -> list[Group]:
+    """One group for the templates that differ only in how many variables stand in a row
+    (`name <*> <*> <*>` and `name <*>`: a list of hosts, a size with or without its unit in words).
+    The merged group keeps the template of its largest part, whose positions its fields are read at."""
+    merged: dict[tuple[str, ...], list[Group]] = defaultdict(list)
+    for group in groups:
+        merged[_collapsed(group.template)].append(group)
+    out = []
+    for parts in merged.values():
+        largest = max(parts, key=lambda g: (len(g.members), -g.members[0]))
+        members = sorted(i for g in parts for i in g.members)
+        out.append(Group(largest.template, tuple(members)))
+    return out
+
+
+def _collapsed(template: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(w for i, w in enumerate(template) if w != WILD or i == 0 or template[i - 1] != WILD)
 
 
 def _split(members: list[int], masked: Sequence[tuple[str, ...]]) -> list[Group]:
