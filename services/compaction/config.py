@@ -41,7 +41,9 @@ from services.runtime.loading import json_object_setting
 #    the selector no longer fills the room a skipped active group left with a `flat 0` group.
 # 10: Loki's terse forms show the exemplar line itself, cut around its opening and rarest words,
 #    wherever it says what the skeleton says in no more tokens; a log4j logger as its class (issue 36).
-COMPACTOR_VERSION = f"10.r{REDACTOR_VERSION}"
+# 11: a header holds one level (a level word after it opens the message: `ERROR [t] Error in ...`);
+#    PostgreSQL's `LOG:`/`DEBUGn:` and Python logging's default `LEVEL:logger:` are headers (issue 36).
+COMPACTOR_VERSION = f"11.r{REDACTOR_VERSION}"
 
 BUDGETS_ENV = "COMPACTOR_BUDGETS"
 # The settings `load_config` reads: a re-derivation records them, and a compactor following a switch

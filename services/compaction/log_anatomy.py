@@ -72,7 +72,11 @@ _NUMERIC_LEVELS = {10: "debug", 20: "debug", 30: "info", 40: "warn", 50: "error"
 # Syslog severities (RFC 5424), from a `<PRI>` prefix.
 _SYSLOG = ("fatal", "critical", "critical", "error", "warn", "info", "info", "debug")
 
-_DECORATED_LEVEL = re.compile(r"^[\[<(]?([A-Za-z]{3,13})[\])>]?:?$")
+_DECORATED_LEVEL = re.compile(r"^[\[<(]?([A-Za-z]{3,13})\d?[\])>]?:?$")  # `DEBUG2:` (PostgreSQL)
+# PostgreSQL's own severity for server messages; only as it writes it, so the word "log" stays a word.
+_POSTGRES_LOG = "LOG:"
+# Python logging's default format (`basicConfig()`): `LEVEL:logger:message`, one token.
+_PYTHON_DEFAULT = re.compile(r"^(CRITICAL|ERROR|WARNING|INFO|DEBUG):[\w.\-]*:")
 _KEYED_LEVEL = re.compile(
     r"""^["']?(?:level|lvl|severity|loglevel|log_level|levelname)["']?[=:]["']?([A-Za-z]+|\d{2})["']?,?$""",
     re.IGNORECASE,
@@ -136,6 +140,8 @@ _JSON_LEVEL_KEYS = ("level", "lvl", "severity", "loglevel", "log_level", "leveln
 
 def level_name(word: str) -> str | None:
     """`ERROR`, `[error]`, `Warning:`, `level=warn`, `<crit>` -> our level name; None if not a level."""
+    if word == _POSTGRES_LOG:
+        return "info"
     keyed = _KEYED_LEVEL.match(word)
     if keyed:
         value = keyed.group(1)
@@ -236,6 +242,7 @@ def learn_header(lines: Sequence[str]) -> HeaderShape:
     constants: list[str | None] = []
     length = 0
     words_seen = 0
+    level_seen = False
     # A few lines cannot tell a header from a message that repeats: only the level block then.
     for i in range(MAX_HEADER_TOKENS if total >= _MIN_LINES else 0):
         column = [row[i] for row in toks if len(row) > i + 1]  # a header is followed by a message
@@ -250,6 +257,9 @@ def learn_header(lines: Sequence[str]) -> HeaderShape:
         )
         if like < _HEADER_SHARE * total:
             break
+        if level_seen and _mostly_levels(kinds, i):
+            break  # a header names its level once: a level word after it opens the message
+        level_seen = level_seen or _mostly_levels(kinds, i)
         if constant is not None and _kind(constant) == "W":
             words_seen += 1
             if words_seen > 1:  # a header names its host once; a run of fixed words is a message
@@ -297,6 +307,11 @@ def _tag_position(toks: Sequence[Sequence[str]], after: tuple[int, ...]) -> int 
     return position if position >= 0 and hits >= _HEADER_SHARE * len(toks) else None
 
 
+def _mostly_levels(kinds: list[list[str]], i: int) -> bool:
+    at = [kind[i] for kind in kinds if len(kind) > i]
+    return sum(k == "L" for k in at) >= _LEVEL_SHARE * len(at)
+
+
 def _header_like(token: str, kind: str, constant: str | None) -> bool:
     return kind in ("T", "BT", "L", "S") or (constant is not None and token == constant)
 
@@ -320,6 +335,9 @@ def split_line(line: str, shape: HeaderShape) -> Anatomy:
     access = _ACCESS.match(line)
     if access is not None:
         return _split_access(line, access)
+    python = _PYTHON_DEFAULT.match(line)
+    if python is not None:
+        return Anatomy(line[: python.end()], line[python.end() :], _LEVEL_NAMES[python.group(1).lower()])
     spans = header_tokens(line)
     tokens = [line[a:b] for a, b in spans]
     conforms = (
