@@ -301,10 +301,17 @@ _TAG = re.compile(r"^[A-Za-z_][\w.\-/$@]*(?:\([\w.\-/]+\))?(?:\[\d+\])?:$")
 def _tag_position(toks: Sequence[Sequence[str]], after: tuple[int, ...]) -> int | None:
     """Where most lines name their source right after the header, maybe after one word (a host name
     that is no time: syslog's `MMM dd hh:mm:ss host prog[pid]:`): the header runs to that tag. A
-    message's first word is no source: the tag must sit at one place on most lines, and be followed."""
-    at = Counter(next((i for i in after if len(row) > i + 1 and _TAG.match(row[i])), -1) for row in toks)
-    position, hits = max(at.items(), key=lambda kv: (kv[0] >= 0, kv[1], -kv[0]))
-    return position if position >= 0 and hits >= _HEADER_SHARE * len(toks) else None
+    message's first word is no source: the tag must sit at one place on most lines, be followed, and
+    name more than one source (one word on every line, `autovacuum:`, opens the stream's message)."""
+    found = [next((i for i in after if len(row) > i + 1 and _TAG.match(row[i])), -1) for row in toks]
+    position, hits = max(Counter(found).items(), key=lambda kv: (kv[0] >= 0, kv[1], -kv[0]))
+    if position < 0 or hits < _HEADER_SHARE * len(toks):
+        return None
+    sources = {_PID.sub("", row[position]) for row, at in zip(toks, found, strict=True) if at == position}
+    return position if len(sources) > 1 else None
+
+
+_PID = re.compile(r"\[\d+\]")
 
 
 def _mostly_levels(kinds: list[list[str]], i: int) -> bool:
