@@ -227,7 +227,8 @@ class HeaderShape:
     level_at: int | None
     level_end: int
     constants: tuple[str | None, ...]
-    tag_at: int | None = None  # where the source's tag (`sshd[42]:`, `kernel[0]:`, `Logger:`) ends the header
+    # where a source's tag (`sshd[42]:`, `kernel[0]:`, `Logger:`, `prog - `) may end the header
+    tag_at: tuple[int, ...] = ()
 
 
 def learn_header(lines: Sequence[str]) -> HeaderShape:
@@ -286,10 +287,12 @@ def learn_header(lines: Sequence[str]) -> HeaderShape:
         if level_end > length:
             constants.extend([None] * (level_end - length))
             length = level_end
-    # after a level, the logger's name comes next (log4j, logcat); a host name only before a tag
-    # in a header without a level (syslog)
-    after = (length,) if level_at is not None else (length, length + 1)
-    tag_at = _tag_position(toks, after) if total >= _MIN_LINES else None
+    # After a level the logger's name comes next (log4j, logcat); a host name comes before a tag
+    # only in a header without a level (syslog). A name then a separator (`prog - `, log4j's `%c - `)
+    # is a source too, maybe with one qualifier between (`chrome.exe *64 - `) where no level is.
+    tags = (length,) if level_at is not None else (length, length + 1)
+    seps = (length + 1,) if level_at is not None else (length + 1, length + 2)
+    tag_at = _tag_positions(toks, length, (*tags, *seps)) if total >= _MIN_LINES else ()
     return HeaderShape(length, level_at, level_end, tuple(constants[:length]), tag_at)
 
 
@@ -298,17 +301,30 @@ def learn_header(lines: Sequence[str]) -> HeaderShape:
 _TAG = re.compile(r"^[A-Za-z_][\w.\-/$@]*(?:\([\w.\-/]+\))?(?:\[\d+\])?:$")
 
 
-def _tag_position(toks: Sequence[Sequence[str]], after: tuple[int, ...]) -> int | None:
-    """Where most lines name their source right after the header, maybe after one word (a host name
-    that is no time: syslog's `MMM dd hh:mm:ss host prog[pid]:`): the header runs to that tag. A
-    message's first word is no source: the tag must sit at one place on most lines, be followed, and
-    name more than one source (one word on every line, `autovacuum:`, opens the stream's message)."""
-    found = [next((i for i in after if len(row) > i + 1 and _TAG.match(row[i])), -1) for row in toks]
-    position, hits = max(Counter(found).items(), key=lambda kv: (kv[0] >= 0, kv[1], -kv[0]))
-    if position < 0 or hits < _HEADER_SHARE * len(toks):
-        return None
-    sources = {_PID.sub("", row[position]) for row, at in zip(toks, found, strict=True) if at == position}
-    return position if len(sources) > 1 else None
+def _tag_positions(toks: Sequence[Sequence[str]], length: int, where: tuple[int, ...]) -> tuple[int, ...]:
+    """Where lines name their source right after the header (a `tag:`, or a name and a separator):
+    the header runs to there. A message's first word is no source: most lines must have a tag at one
+    of these places, followed by a message, and name more than one source (one word on every line,
+    `autovacuum:`, opens the stream's message)."""
+    found = [_first_tag(row, length, where) for row in toks]
+    hits = [(row, at) for row, at in zip(toks, found, strict=True) if at >= 0]
+    if len(hits) < _HEADER_SHARE * len(toks):
+        return ()
+    sources = {_PID.sub("", " ".join(row[length : at + 1])) for row, at in hits}
+    return where if len(sources) > 1 else ()
+
+
+def _first_tag(tokens: Sequence[str], length: int, where: Sequence[int]) -> int:
+    return next((i for i in where if _is_tag(tokens, i, length)), -1)
+
+
+def _is_tag(tokens: Sequence[str], i: int, length: int) -> bool:
+    """Token i ends a source: a `tag:`, or a separator after a name that is no separator."""
+    if len(tokens) <= i + 1:
+        return False
+    if _TAG.match(tokens[i]):
+        return True
+    return tokens[i] == "-" and length < i and all(t not in _SEPARATORS for t in tokens[length:i])
 
 
 _PID = re.compile(r"\[\d+\]")
@@ -361,13 +377,8 @@ def split_line(line: str, shape: HeaderShape) -> Anatomy:
         if not ((conforms and i < shape.level_end) or _header_like(tokens[i], _kind(tokens[i]), constant)):
             break
         cut = i + 1
-    tag = shape.tag_at
-    if (
-        tag is not None
-        and cut >= tag - (shape.level_at is None)
-        and len(tokens) > tag + 1
-        and _TAG.match(tokens[tag])
-    ):
+    tag = _first_tag(tokens, shape.length, shape.tag_at) if shape.tag_at else -1
+    if tag >= 0 and cut >= min(shape.length, tag - 1):
         cut = tag + 1  # the source's tag, and a host name before it, are header
     level = next((lv for t in tokens[:cut] if (lv := _token_level(t, True)) is not None), None)
     if cut and not any(_kind(t) in ("T", "BT") for t in tokens[:cut]):

@@ -34,7 +34,10 @@ WILD = "<*>"
 SPLIT_MAX = 5  # a column with at most this many distinct words splits its group
 
 WORD = re.compile(r"[^\s=,;:()\[\]{}\"'|<>]+")
-_CHUNK = re.compile(r"(?:[^\s,]|,(?!\S))+")  # cut at white space, and at the commas of `a=1,b=2`
+# cut at white space, and at the commas of `a=1,b=2`; a quantity in brackets, `(1.16 KB)`, is one chunk
+_CHUNK = re.compile(r"\(\d[\d.,]*\s[A-Za-z%]{1,5}\)|(?:[^\s,]|,(?!\S))+")
+_QUANTITY = re.compile(r"\(\d[\d.,]*\s[A-Za-z%]{1,5}\)")
+_HOST_PORT = re.compile(r"[\w\-]+(?:\.[\w\-]+)+:\d{1,5}")  # `db.example.com:5432`, `10.0.0.7:80`
 _EMPTY_PAIR = re.compile(r"\(\)|\[\]|\{\}|\"\"|''")
 _DIGIT = re.compile(r"\d")
 _HEX = re.compile(r"^(?:0x)?[0-9a-fA-F]{8,}$")
@@ -91,6 +94,9 @@ _chunks: Memo[bytes, tuple[tuple[str, ...], tuple[tuple[int, int], ...]]] = Memo
 def _chunk_words(text: str) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
     """The masked words of one chunk and their spans in it: an empty `()`/`[]`/`""` stands for an
     absent value; a `key=value` pair is its key's words and its value."""
+    if _QUANTITY.fullmatch(text) or _HOST_PORT.fullmatch(text):
+        # one value: a size said beside its count in bytes, `(1.16 KB)`; an address, host and port
+        return (WILD,), ((0, len(text)),)
     masked: list[str] = []
     spans: list[tuple[int, int]] = []
     pos = 0
@@ -180,13 +186,20 @@ def mine_words(masked: Sequence[tuple[str, ...]]) -> list[Group]:
     return out
 
 
+def _values(column: Counter[str], lines: int) -> bool:
+    """A column that holds a variable on most lines holds values: the words on its other lines
+    (`lifetime <1 sec` beside `lifetime 00:01`) are values without a digit, not another template."""
+    return 2 * column[WILD] >= lines and not any(w.endswith(WILD) for w in column if w != WILD)
+
+
 def _merge_runs(groups: list[Group]) -> list[Group]:
-    """One group for the templates that differ only in how many variables stand in a row
-    (`name <*> <*> <*>` and `name <*>`: a list of hosts, a size with or without its unit in words).
-    The merged group keeps the template of its largest part, whose positions its fields are read at."""
+    """One group for the templates that say the same constant words in the same order and differ
+    only in their variables (`name <*> <*> <*>` and `name <*>`: a list of hosts; a value said with
+    its unit or without, an address that led the line or not). The merged group keeps the template
+    of its largest part; its fields are read on the lines of that shape (`loki._fields`)."""
     merged: dict[tuple[str, ...], list[Group]] = defaultdict(list)
     for group in groups:
-        merged[_collapsed(group.template)].append(group)
+        merged[_constants(group.template)].append(group)
     out = []
     for parts in merged.values():
         largest = max(parts, key=lambda g: (len(g.members), -g.members[0]))
@@ -195,8 +208,14 @@ def _merge_runs(groups: list[Group]) -> list[Group]:
     return out
 
 
-def _collapsed(template: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(w for i, w in enumerate(template) if w != WILD or i == 0 or template[i - 1] != WILD)
+def _constants(template: tuple[str, ...]) -> tuple[str, ...]:
+    """A template's constant words, the key it is merged by; a template with fewer than two is only
+    ever merged with itself (nothing else would say it is the same statement)."""
+    words = tuple(w for w in template if w != WILD)
+    return words if len(words) >= _MERGE_MIN_WORDS else template
+
+
+_MERGE_MIN_WORDS = 2
 
 
 def _split(members: list[int], masked: Sequence[tuple[str, ...]]) -> list[Group]:
@@ -207,7 +226,11 @@ def _split(members: list[int], masked: Sequence[tuple[str, ...]]) -> list[Group]
     while stack:
         part = stack.pop()
         columns = [Counter(column) for column in zip(*(masked[i] for i in part), strict=True)]
-        candidates = [(len(c), pos) for pos, c in enumerate(columns) if 1 < len(c) <= SPLIT_MAX]
+        candidates = [
+            (len(c), pos)
+            for pos, c in enumerate(columns)
+            if 1 < len(c) <= SPLIT_MAX and not _values(c, len(part))
+        ]
         if not candidates:
             template = tuple(next(iter(c)) if len(c) == 1 else WILD for c in columns)
             out.append(Group(template, tuple(part)))
