@@ -319,12 +319,14 @@ def _first_tag(tokens: Sequence[str], length: int, where: Sequence[int]) -> int:
 
 
 def _is_tag(tokens: Sequence[str], i: int, length: int) -> bool:
-    """Token i ends a source: a `tag:`, or a separator after a name that is no separator."""
+    """Token i ends a source: a `tag:`, or a separator or a bracketed context after a name."""
     if len(tokens) <= i + 1:
         return False
     if _TAG.match(tokens[i]):
         return True
-    return tokens[i] == "-" and length < i and all(t not in _SEPARATORS for t in tokens[length:i])
+    # a name then a separator (`prog - `), or then its context in brackets (`nova.api [req-1 - -] `)
+    named = tokens[i] == "-" or (tokens[i][:1] == "[" and tokens[i][-1:] == "]")
+    return named and length < i and all(t not in _SEPARATORS and t[:1] != "[" for t in tokens[length:i])
 
 
 _PID = re.compile(r"\[\d+\]")

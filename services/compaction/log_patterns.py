@@ -211,7 +211,7 @@ def _merge_runs(groups: list[Group]) -> list[Group]:
 def _constants(template: tuple[str, ...]) -> tuple[str, ...]:
     """A template's constant words, the key it is merged by; a template with fewer than two is only
     ever merged with itself (nothing else would say it is the same statement)."""
-    words = tuple(w for w in template if w != WILD)
+    words = tuple(w for w in template if not w.endswith(WILD))
     return words if len(words) >= _MERGE_MIN_WORDS else template
 
 
