@@ -99,6 +99,11 @@ def _chunk_words(text: str) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...
         return (WILD,), ((0, len(text)),)
     masked: list[str] = []
     spans: list[tuple[int, int]] = []
+    if "=" not in text and _DIGIT.search(text):
+        found = [m.span() for m in WORD.finditer(text)]
+        if len(found) == 2 and sorted(_mask(text[a:b]) == WILD for a, b in found) == [False, True]:
+            # `LOCAL(0)`, `sshd[42]:`: a word and its number in one chunk are one value
+            return (WILD,), ((found[0][0], found[-1][1]),)
     pos = 0
     for empty in _EMPTY_PAIR.finditer(text):
         _part_words(text, pos, empty.start(), masked, spans)
