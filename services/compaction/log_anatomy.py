@@ -229,6 +229,7 @@ class HeaderShape:
     constants: tuple[str | None, ...]
     # where a source's tag (`sshd[42]:`, `kernel[0]:`, `Logger:`, `prog - `) may end the header
     tag_at: tuple[int, ...] = ()
+    words_at: tuple[int, ...] = ()  # word fields between the header's numbers (a component, a state)
 
 
 def learn_header(lines: Sequence[str]) -> HeaderShape:
@@ -287,13 +288,41 @@ def learn_header(lines: Sequence[str]) -> HeaderShape:
         if level_end > length:
             constants.extend([None] * (level_end - length))
             length = level_end
+    words_at: tuple[int, ...] = ()
+    if level_at is None and length and total >= _MIN_LINES:
+        words_at, length = _word_fields(kinds, length)
+        constants.extend([None] * (length - len(constants)))
     # After a level the logger's name comes next (log4j, logcat); a host name comes before a tag
     # only in a header without a level (syslog). A name then a separator (`prog - `, log4j's `%c - `)
     # is a source too, maybe with one qualifier between (`chrome.exe *64 - `) where no level is.
     tags = (length,) if level_at is not None else (length, length + 1)
     seps = (length + 1,) if level_at is not None else (length + 1, length + 2)
     tag_at = _tag_positions(toks, length, (*tags, *seps)) if total >= _MIN_LINES else ()
-    return HeaderShape(length, level_at, level_end, tuple(constants[:length]), tag_at)
+    return HeaderShape(length, level_at, level_end, tuple(constants[:length]), tag_at, words_at)
+
+
+def _first(positions: tuple[int, ...]) -> int:
+    return positions[0] if positions else 0
+
+
+def _word_fields(kinds: Sequence[Sequence[str]], length: int) -> tuple[tuple[int, ...], int]:
+    """Word fields inside a header (HPC's `node-1 unix.hw state_change.up 1077804742 1 message`: a
+    component and a state between numbers): one or two columns of words that are followed, on most
+    lines, by times or numbers are fields, and the header runs through those numbers."""
+
+    def most(pos: int, accept: tuple[str, ...]) -> bool:
+        hits = sum(1 for kind in kinds if len(kind) > pos + 1 and kind[pos] in accept)
+        return hits >= _HEADER_SHARE * len(kinds)
+
+    for width in (1, 2):
+        if not most(length + width - 1, ("W", "L")):
+            break
+        end = length + width
+        while end < MAX_HEADER_TOKENS and most(end, ("T", "BT")):
+            end += 1
+        if end > length + width:
+            return tuple(range(length, length + width)), end
+    return (), length
 
 
 # A source's tag: a program, component or logger name, maybe with a (facility) and a [pid], ending
@@ -371,14 +400,23 @@ def split_line(line: str, shape: HeaderShape) -> Anatomy:
         and _token_level(tokens[shape.level_at], True) is not None
     )
     cut = 0
+    miss = -1
     # A stream whose lines carry their level at one place: a line without it there has another
     # layout (a continuation, a stack frame, a runtime's own message) and keeps its whole text.
     limit = shape.length if conforms or shape.level_at is None else 0
     for i in range(min(limit, len(tokens) - 1)):
         constant = shape.constants[i] if i < len(shape.constants) else None
-        if not ((conforms and i < shape.level_end) or _header_like(tokens[i], _kind(tokens[i]), constant)):
+        kind = _kind(tokens[i])
+        # a header with word fields (`_word_fields`) takes a word for one of its numbers too (a
+        # host named `full` where the others are `node-12`), if the rest of the header follows
+        field = kind in ("W", "L") and (i in shape.words_at or (i < _first(shape.words_at) and miss < 0))
+        if not ((conforms and i < shape.level_end) or field or _header_like(tokens[i], kind, constant)):
             break
+        if field and i not in shape.words_at:
+            miss = i
         cut = i + 1
+    if miss >= 0 and cut < min(shape.length, len(tokens) - 1):
+        cut = miss
     tag = _first_tag(tokens, shape.length, shape.tag_at) if shape.tag_at else -1
     if tag >= 0 and cut >= min(shape.length, tag - 1):
         cut = tag + 1  # the source's tag, and a host name before it, are header
