@@ -4,6 +4,7 @@ The data is vendored in `benchmarks/corpus/loghub2` (its README says from which 
 CITATION). Run:
 
     python -m benchmarks.loghub2                       # the table
+    python -m benchmarks.loghub2 digests [DIR]         # write the 16 systems as check_loki_digests.py input
     python -m benchmarks.loghub2 extract GIT_DIR DIR   # re-vendor from a logpai/loghub-2.0 git mirror
 
 Each system's 2,000 lines become one Loki stream (one line a millisecond, in the log's order) and
@@ -17,8 +18,11 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
+import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +81,49 @@ def loki_raw(system: str, lines: list[str]) -> dict[str, Any]:
     return {"data": {"resultType": "streams", "result": [{"stream": {"job": system}, "values": values}]}}
 
 
+# The levels of the labelled `Level` column that are error or worse (Android's `E`, Apache's `error`, BGL's
+# `FATAL`, Windows' `Error`, ...); Linux's column of that name holds the host and matches none.
+ERROR_LEVELS = frozenset(
+    {"e", "f", "error", "fatal", "severe", "critical", "crit", "emerg", "alert", "panic"}
+)
+_PIECES = re.compile(r"<\*>|[\s:()\[\],=\"']+")
+
+
+def _fact(event: str, count: int, template: str) -> dict[str, Any]:
+    pieces = [p for p in _PIECES.split(template) if p]
+    token = max(pieces, key=len) if pieces else None  # the first of the longest: a word of its own
+    return {"event": event, "count": count, "token": token, "template": template}
+
+
+def facts(system: str, rows: list[dict[str, str]]) -> dict[str, Any]:
+    """What a faithful digest keeps, as `benchmarks/corpus/loghub/*.facts.json` says it: the total,
+    the five largest templates, and the largest templates (up to eight) with a line at error level
+    or worse, each with its exact count and a distinctive word."""
+    counts = Counter(row["EventId"] for row in rows)
+    template = {row["EventId"]: row["EventTemplate"] for row in rows}
+    erring = {row["EventId"] for row in rows if row.get("Level", "").strip().lower() in ERROR_LEVELS}
+    largest = sorted(counts, key=lambda e: (-counts[e], e))
+    return {
+        "system": system,
+        "total_lines": len(rows),
+        "top": [_fact(e, counts[e], template[e]) for e in largest[:5]],
+        "errors": [_fact(e, counts[e], template[e]) for e in largest if e in erring][:8],
+    }
+
+
+def write_digest_inputs(root: Path, out: Path) -> None:
+    """Each system as `check_loki_digests.py` reads one: `<S>.loki.json.gz` (one stream, newest
+    first, as Loki's default `backward` direction returns it) and `<S>.facts.json`."""
+    out.mkdir(parents=True, exist_ok=True)
+    for system in SYSTEMS:
+        lines, rows = load(root, system)
+        raw = loki_raw(system, lines)
+        raw["data"]["result"][0]["values"].reverse()
+        with gzip.open(out / f"{system}.loki.json.gz", "wt", encoding="utf-8") as fh:
+            json.dump(raw, fh)
+        (out / f"{system}.facts.json").write_text(json.dumps(facts(system, rows), indent=1))
+
+
 def system_row(root: Path, system: str) -> dict[str, Any]:
     lines, rows = load(root, system)
     truth = [row["EventId"] for row in rows]
@@ -112,6 +159,11 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["extract"]:
         extract(argv[1], argv[2])
+        return 0
+    if argv[:1] == ["digests"]:
+        out = Path(argv[1] if len(argv) > 1 else ".cache/loghub2_digests")
+        write_digest_inputs(CORPUS, out)
+        print(f"loghub2: wrote {len(SYSTEMS)} systems to {out}; run check_loki_digests.py {out}")
         return 0
     systems = tuple(argv) or SYSTEMS
     print(table(run(CORPUS, systems)))
