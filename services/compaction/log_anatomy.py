@@ -9,7 +9,10 @@ Nothing here knows a particular system. A stream's header is found from the stre
 the longest run of leading token positions that, on most lines, hold a time-like or numeric
 token, a level, a separator or the same word on every line (a host name); and, where most
 lines carry a level token at one position, everything up to it (and any bracketed
-thread/context tokens right after it). Pure and deterministic.
+thread/context tokens right after it). The header also runs through a source named right after
+it on most lines (a `prog[pid]:` tag, maybe after a host name; a name then ` - `; a logger then its
+`[context]`), when the stream names more than one source, and through word fields between its
+numbers (a component and a state). Pure and deterministic.
 """
 
 from __future__ import annotations
@@ -290,7 +293,7 @@ def learn_header(lines: Sequence[str]) -> HeaderShape:
             length = level_end
     words_at: tuple[int, ...] = ()
     if level_at is None and length and total >= _MIN_LINES:
-        words_at, length = _word_fields(kinds, length)
+        words_at, length = _word_fields(toks, kinds, length)
         constants.extend([None] * (length - len(constants)))
     # After a level the logger's name comes next (log4j, logcat); a host name comes before a tag
     # only in a header without a level (syslog). A name then a separator (`prog - `, log4j's `%c - `)
@@ -305,7 +308,9 @@ def _first(positions: tuple[int, ...]) -> int:
     return positions[0] if positions else 0
 
 
-def _word_fields(kinds: Sequence[Sequence[str]], length: int) -> tuple[tuple[int, ...], int]:
+def _word_fields(
+    toks: Sequence[Sequence[str]], kinds: Sequence[Sequence[str]], length: int
+) -> tuple[tuple[int, ...], int]:
     """Word fields inside a header (HPC's `node-1 unix.hw state_change.up 1077804742 1 message`: a
     component and a state between numbers): one or two columns of words that are followed, on most
     lines, by times or numbers are fields, and the header runs through those numbers."""
@@ -314,8 +319,12 @@ def _word_fields(kinds: Sequence[Sequence[str]], length: int) -> tuple[tuple[int
         hits = sum(1 for kind in kinds if len(kind) > pos + 1 and kind[pos] in accept)
         return hits >= _HEADER_SHARE * len(kinds)
 
+    def varies(pos: int) -> bool:  # a field takes several values; one word on most lines is a message's
+        column = Counter(row[pos] for row in toks if len(row) > pos + 1)
+        return bool(column) and column.most_common(1)[0][1] < _HEADER_SHARE * sum(column.values())
+
     for width in (1, 2):
-        if not most(length + width - 1, ("W", "L")):
+        if not (most(length + width - 1, ("W", "L")) and varies(length + width - 1)):
             break
         end = length + width
         while end < MAX_HEADER_TOKENS and most(end, ("T", "BT")):
