@@ -47,6 +47,35 @@ _HOST_PORT = re.compile(r"[\w\-]+(?:\.[\w\-]+)+:\d{1,5}")  # `db.example.com:543
 _EMPTY_PAIR = re.compile(r"\(\)|\[\]|\{\}|\"\"|''")
 _DIGIT = re.compile(r"\d")
 _HEX = re.compile(r"^(?:0x)?[0-9a-fA-F]{8,}$")
+# Units a number is written with: after a variable, part of its value (a size in B or in KB).
+_UNITS = frozenset(
+    [
+        "B",
+        "KB",
+        "MB",
+        "GB",
+        "TB",
+        "PB",
+        "KiB",
+        "MiB",
+        "GiB",
+        "TiB",
+        "kB",
+        "ms",
+        "us",
+        "µs",
+        "ns",
+        "s",
+        "sec",
+        "secs",
+        "min",
+        "mins",
+        "h",
+        "hr",
+        "hrs",
+        "%",
+    ]
+)
 # Words that are only ever a value (`overlap:false`, `result=null`), never what a statement says.
 _VALUE_WORDS = frozenset(("true", "false", "null", "nil"))
 
@@ -76,6 +105,9 @@ def word_spans(message: str) -> tuple[list[str], list[tuple[int, int]]]:
             words_of = _chunks.keep(key, _chunk_words(text))
         masked.extend(words_of[0])
         spans.extend([(base + a, base + b) for a, b in words_of[1]])
+    for i in range(1, len(masked)):
+        if masked[i - 1] == WILD and message[spans[i][0] : spans[i][1]] in _UNITS:
+            masked[i] = WILD  # `93.0 B` beside `5.2 KB`: the unit is part of the value
     lead = 0
     while lead < len(masked) - 1 and masked[lead] == WILD:
         lead += 1

@@ -151,3 +151,13 @@ def test_a_merged_patterns_fields_are_read_on_its_templates_shape_only() -> None
     ranges, _ = _fields(patterns[0], raws)
     # the job field holds the long lines' numbers only: the short lines' `in` is not read as a job
     assert ranges == ["job 5..9", "in 100..119"]
+
+
+def test_a_unit_after_a_number_is_part_of_the_value() -> None:
+    sizes = ("93.0 B", "5.2 KB", "1.1 MB")
+    lines = [
+        f"17/06/09 20:10:{i % 60:02d} INFO storage.MemoryStore: Block broadcast_{i} stored as bytes in memory "
+        f"(estimated size {sizes[i % 3]}, free {300 + i}.1 KB)"
+        for i in range(30)
+    ]
+    assert _same(_groups(lines), range(30))
