@@ -8,7 +8,8 @@ Bidirectional Parallel Tree", IEEE TSC 2023), written here from the paper's idea
    A word holding a digit, a long hex run, a month/day name or `true`/`false`/`null`/`nil` is a
    variable (`<*>`); so is the value of a `key=value` pair, and an empty `()`/`[]`/`""` stands in
    for a value that is absent. Some chunks are one value whole: a `host:port`, a quantity in
-   brackets (`(1.16 KB)`), a word and its number (`LOCAL(0)`, `sshd[42]:`).
+   brackets (`(1.16 KB)`), a word and its number (`LOCAL(0)`, `sshd[42]:`); a unit right after
+   a variable (`93.0 B` beside `5.2 KB`) is part of it.
 2. Roots. Among messages of the same length, each word gets its frequency at its position.
    The words of one template occur together, so they share a frequency: the largest set of a
    message's words with one frequency is its root, and messages with the same root are one
