@@ -17,18 +17,12 @@ from services.agent.mcp_client import McpToolbox
 from services.boundary.framing import PREAMBLE_RULE
 from services.context_render import context, preamble, prompts
 from tests.agent.inprocess import Seeded, telemetry_server
-from tests.agent.seedplay import alert_events, alert_wake, human_events, mention_wake
 
 
 async def play() -> list[tuple[int, str, int]]:
     thread = Seeded()
     async with McpToolbox((telemetry_server(),)) as toolbox:
-        for event in alert_events():
-            thread.projection.apply(event)
-        await thread.run(toolbox, alert_wake())
-        for event in [*human_events(mention=False), *human_events(mention=True)]:
-            thread.projection.apply(event)
-        await thread.run(toolbox, mention_wake())
+        await thread.play_seed(toolbox)
     return thread.calls
 
 

@@ -19,7 +19,7 @@ from typing import Any, Final
 import psycopg
 
 from schemas.recall_keys import label_key, reason_key
-from schemas.recall_scoring import Candidate, Hit, Rarity, explain, pick, signature_weight
+from schemas.recall_scoring import Candidate, Hit, Rarity, explained, pick, signature_weight
 
 GROUPS_ENV: Final = "RECALL_CHANNEL_GROUPS"
 CANDIDATES: Final = 50  # by shared signatures; half as many by alert and service; as many by time
@@ -69,8 +69,10 @@ def may_see(
     return not other_private and other_channel in visible_channels(own, groups)
 
 
-_COLUMNS = """thread_ts, alertname, service, namespace, cluster, severity, channel, private,
-    extract(epoch FROM opened_at)::float8, extract(epoch FROM resolved_at)::float8, patterns, error_patterns,
+# The ten columns both reads start with (`_identity`).
+_IDENTITY_COLUMNS = """thread_ts, alertname, service, namespace, cluster, severity, channel, private,
+    extract(epoch FROM opened_at)::float8, extract(epoch FROM resolved_at)::float8"""
+_COLUMNS = f"""{_IDENTITY_COLUMNS}, patterns, error_patterns,
     reasons, shapes, tsvector_to_array(discussion_tsv), decisions, claims"""
 
 _ONE = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = %s"
@@ -78,8 +80,7 @@ _ONE = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = %s"
 # What scoring reads of a candidate, and no more: signature names without their counts, and of the
 # discussion only how many of the query's lexemes it holds and how many it has (the words stay in
 # Postgres). Counts, decisions and claims are read for the returned hits only (`_FULL`).
-_SHORT_COLUMNS = """thread_ts, alertname, service, namespace, cluster, severity, channel, private,
-    extract(epoch FROM opened_at)::float8, extract(epoch FROM resolved_at)::float8, signatures, error_patterns,
+_SHORT_COLUMNS = f"""{_IDENTITY_COLUMNS}, signatures, error_patterns,
     reason_keys, shapes,
     (SELECT count(*)::int FROM unnest(tsvector_to_array(discussion_tsv)) w WHERE w = ANY(%(lexemes)s::text[])),
     length(discussion_tsv)"""
@@ -124,22 +125,23 @@ _FULL = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = ANY(%s::tex
 _COUNTS = "SELECT key, n FROM incident_signature_counts WHERE key = ANY(%s::text[])"
 
 
+def _identity(row: Sequence[Any]) -> dict[str, Any]:
+    """The first ten columns, common to `_COLUMNS` and `_SHORT_COLUMNS`: who the incident is, where, when."""
+    thread, alertname, service, namespace, cluster, severity, channel, private, opened, resolved = row[:10]
+    labels = {
+        "alertname": alertname, "service": service, "namespace": namespace, "cluster": cluster,
+        "severity": severity,
+    }  # fmt: skip
+    return {
+        "thread_ts": thread, "labels": labels, "channel": channel, "private": bool(private),
+        "opened_at": opened, "resolved_at": resolved,
+    }  # fmt: skip
+
+
 def candidate_of(row: Sequence[Any]) -> Candidate:
-    (thread, alertname, service, namespace, cluster, severity, channel, private, opened, resolved,
-     patterns, errors, reasons, shapes, lexemes, decisions, claims) = row  # fmt: skip
+    patterns, errors, reasons, shapes, lexemes, decisions, claims = row[10:]
     return Candidate(
-        thread_ts=thread,
-        labels={
-            "alertname": alertname,
-            "service": service,
-            "namespace": namespace,
-            "cluster": cluster,
-            "severity": severity,
-        },
-        channel=channel,
-        private=bool(private),
-        opened_at=opened,
-        resolved_at=resolved,
+        **_identity(row),
         patterns=dict(patterns or {}),
         error_patterns=frozenset(errors or ()),
         reasons=dict(reasons or {}),
@@ -152,21 +154,9 @@ def candidate_of(row: Sequence[Any]) -> Candidate:
 
 def short_candidate_of(row: Sequence[Any]) -> Candidate:
     """A candidate as scoring reads it (`_SHORT_COLUMNS`): signatures and reasons without their counts."""
-    (thread, alertname, service, namespace, cluster, severity, channel, private, opened, resolved,
-     signatures, errors, reasons, shapes, shared_words, words) = row  # fmt: skip
+    signatures, errors, reasons, shapes, shared_words, words = row[10:]
     return Candidate(
-        thread_ts=thread,
-        labels={
-            "alertname": alertname,
-            "service": service,
-            "namespace": namespace,
-            "cluster": cluster,
-            "severity": severity,
-        },
-        channel=channel,
-        private=bool(private),
-        opened_at=opened,
-        resolved_at=resolved,
+        **_identity(row),
         patterns=dict.fromkeys(signatures or (), 0),
         error_patterns=frozenset(errors or ()),
         reasons=dict.fromkeys(reasons or (), 0),
@@ -198,26 +188,18 @@ def _picking(rarity: Rarity, keys: Iterable[str]) -> list[str]:
 
 def recall(
     conn: psycopg.Connection,
-    thread: str,
+    query: str | Candidate,
     *,
     k: int = 5,
     groups: Sequence[frozenset[str]] = (),
     now: datetime | None = None,
 ) -> list[Hit]:
-    """Concurrent and historical incidents like `thread`, each with its reasons, visible to its channel."""
-    return recall_for(conn, load_profile(conn, thread), k=k, groups=groups, now=now)
+    """Concurrent and historical incidents like the query, each with its reasons, visible to its channel.
 
-
-def recall_for(
-    conn: psycopg.Connection,
-    q: Candidate,
-    *,
-    k: int = 5,
-    groups: Sequence[frozenset[str]] = (),
-    now: datetime | None = None,
-) -> list[Hit]:
-    """`recall` for a query profile the caller built from the thread's own facts (the agent's recall at an
-    alert's open reads its round's facts too); the channel is the profile's, never a caller's."""
+    The query is a thread, whose stored profile is read, or a profile the caller built from the thread's
+    own facts (the agent's recall at an alert's open reads its round's facts too); the channel is the
+    profile's, never a caller's."""
+    q = load_profile(conn, query) if isinstance(query, str) else query
     thread = q.thread_ts
     channels = visible_channels(q.channel, groups)
     if not channels:
@@ -238,11 +220,7 @@ def recall_for(
     full = {
         c.thread_ts: c for c in map(candidate_of, conn.execute(_FULL, ([p[2].thread_ts for p in picked],)))
     }
-    return [
-        Hit(c.thread_ts, kind, value, explain(q, full[c.thread_ts], parts, rarity), parts)
-        for kind, value, c, parts in picked
-        if c.thread_ts in full  # a hit removed between the two reads is not shown
-    ]
+    return explained(q, picked, rarity, full)  # a hit removed between the two reads is not shown
 
 
 def hits_json(hits: Sequence[Hit]) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ path for the agent). The query profile is rebuilt from ALL of the thread's own f
 round in flight included: when an alert opens an incident its profile holds only labels until round 1
 commits, and the playbook's first tool results are what give it a cause signature (patterns, pod
 reasons) to find a concurrent incident by. Only the thread's own facts are read that way; every other
-incident is read from the visible profiles, through `schemas.recall.recall_for`, confined to what the
+incident is read from the visible profiles, through `schemas.recall.recall`, confined to what the
 thread's channel may see. The channel is the thread's own, from its events: no caller names one.
 """
 
@@ -22,7 +22,7 @@ import psycopg
 from schemas.events import RecalledIncident
 from schemas.ids import split_thread_key
 from schemas.incident_profile import Fact, Profile, build_profile
-from schemas.recall import recall_for
+from schemas.recall import recall
 from schemas.recall_scoring import Candidate, Hit
 
 MAX_REASONS: Final = 2  # per hit, most telling first: the row stays small (docs/recall.md)
@@ -111,7 +111,7 @@ def recall_at_open(
     q = query_of(conn, own_profile(conn, thread))
     if q.channel is None:
         return OpenRecall(None, ())  # visibility unknown: nothing is recalled (fails closed)
-    hits = recall_for(conn, q, k=k, groups=groups)
+    hits = recall(conn, q, k=k, groups=groups)
     return OpenRecall(q.channel, recorded_hits(hits, links(conn, [h.thread_ts for h in hits])))
 
 

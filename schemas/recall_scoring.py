@@ -257,17 +257,15 @@ def pick(
     ]
 
 
-def rank(
-    q: Candidate,
-    candidates: Sequence[Candidate],
-    rarity: Rarity,
-    *,
-    k: int = 5,
-    window_s: float = 3600.0,
+def explained(
+    q: Candidate, picked: Sequence[Picked], rarity: Rarity, full: Mapping[str, Candidate] | None = None
 ) -> list[Hit]:
-    """`pick`, each hit with its reasons (written for the returned hits only: explaining every candidate
-    would cost more than scoring)."""
+    """The picked candidates as hits with their reasons, written for these only (explaining every candidate
+    would cost more than scoring). Reasons come from `full`'s profile where given (scoring may have read a
+    short one), and a hit missing from `full` is left out."""
+    profiles = full if full is not None else {c.thread_ts: c for _k, _v, c, _p in picked}
     return [
-        Hit(c.thread_ts, kind, value, explain(q, c, parts, rarity), parts)
-        for kind, value, c, parts in pick(q, candidates, rarity, k=k, window_s=window_s)
+        Hit(c.thread_ts, kind, value, explain(q, profiles[c.thread_ts], parts, rarity), parts)
+        for kind, value, c, parts in picked
+        if c.thread_ts in profiles
     ]

@@ -8,7 +8,6 @@ tools once and keeps write-time compaction: the raw goes out under the compactor
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -160,20 +159,6 @@ def default_servers(database_url: str, schema: str) -> tuple[McpServer, ...]:
             pass_env=TELEMETRY_ENV,
         ),
     )
-
-
-def load_file(path: str | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserFacingError(f"config file {path!r} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise UserFacingError(f"config file {path!r} is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise UserFacingError(f"config file {path!r} must hold a JSON object")
-    return data
 
 
 def tools_from_env(env: Mapping[str, str] | None = None) -> Mapping[str, str]:

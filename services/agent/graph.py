@@ -130,13 +130,10 @@ class RoundGraph:
         raw_answer: str | None = None,
     ) -> str:
         """The one place an AiMessage is built and sent, so every model turn is recorded alike."""
-        mid = self.deps.mid(node, i)
+        envelope = self.deps.envelope(node, i)
         await self.emit(
             AiMessage(
-                thread_ts=self.deps.thread_ts,
-                message_id=mid,
-                event_time=_now(),
-                round=self.deps.round,
+                **envelope,
                 node=node,
                 text=text,
                 tool_calls=list(calls),
@@ -146,7 +143,7 @@ class RoundGraph:
                 raw_answer=raw_answer,
             )
         )
-        return mid
+        return envelope["message_id"]
 
     async def ask(self, model: Any, node: str, messages: list[BaseMessage]) -> AIMessage:
         """One model call, its whole input (messages and tool schemas) counted and checked first."""
@@ -368,13 +365,10 @@ class RoundGraph:
         grounded = bool(verdict.get("grounded"))
         questions = [] if grounded else [str(q) for q in verdict.get("questions") or []][:2]
         graded = terse_grades(verdict.get("graded_claims"), hyp["claims"])
-        mid = deps.mid("judge", 0)
+        envelope = deps.envelope("judge", 0)
         await self.emit(
             JudgeVerdict(
-                thread_ts=deps.thread_ts,
-                message_id=mid,
-                event_time=_now(),
-                round=deps.round,
+                **envelope,
                 grounded=grounded,
                 questions=questions,
                 graded_claims=graded,
@@ -384,7 +378,7 @@ class RoundGraph:
         )
         await self.pause()
         return {
-            "emitted": [*state.get("emitted", []), mid],
+            "emitted": [*state.get("emitted", []), envelope["message_id"]],
             "verdict": {"grounded": grounded, "questions": questions, "graded_claims": graded},
         }
 
@@ -439,8 +433,8 @@ class RoundGraph:
         """The round's one Slack post and its commit marker, sent together (the post is exactly once)."""
         deps = self.deps
         kind, text = post_text(state)
-        mid = deps.mid("post", 0)
-        emitted = [*state.get("emitted", []), mid]
+        envelope = deps.envelope("post", 0)
+        emitted = [*state.get("emitted", []), envelope["message_id"]]
         model = (
             deps.agent_model_name
             if kind == "summary" or state.get("hypothesis_failure")
@@ -448,23 +442,14 @@ class RoundGraph:
         )
         await self.emit(
             ThreadPost(
-                thread_ts=deps.thread_ts,
-                message_id=mid,
-                event_time=_now(),
-                round=deps.round,
+                **envelope,
                 kind=kind,
                 text=redact_text(text),  # the model's words, as recorded and posted (invariant 13)
                 answers=list(deps.answers),
                 concurrent=concurrent_of_hits(deps.recalled),  # the first post names them (issue 37)
                 model=model,
             ),
-            RoundCommitted(
-                thread_ts=deps.thread_ts,
-                message_id=deps.mid("commit", 0),
-                event_time=_now(),
-                round=deps.round,
-                message_ids=emitted,
-            ),
+            RoundCommitted(**deps.envelope("commit", 0), message_ids=emitted),
         )
         return {"emitted": emitted}
 

@@ -28,7 +28,7 @@ from schemas import topics
 from schemas.events import EventDecodeError, Wake, parse_event
 from services.agent import metrics
 from services.agent.coalesce import ready_at
-from services.agent.config import TELEMETRY_ENV, AgentConfig, build_config, load_file
+from services.agent.config import TELEMETRY_ENV, AgentConfig, build_config
 from services.agent.mcp_client import McpToolbox
 from services.agent.offsets import OffsetTracker
 from services.agent.playbooks import load_playbooks
@@ -38,6 +38,7 @@ from services.runtime.checks import check_kafka, check_kafka_access
 from services.runtime.emitter import EventEmitter, dead_letter_sender
 from services.runtime.health import Heartbeat, serve_metrics_and_health
 from services.runtime.kafka import consumer_config, dead_letter
+from services.runtime.loading import json_object_file
 from services.runtime.logs import about, configure_logging
 from services.runtime.settings import Settings
 from services.runtime.warmup import run_steps, warm_events, warm_tokens
@@ -326,7 +327,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> AgentConfig:
     settings = Settings.from_env()
-    data = load_file(args.config)
+    data = json_object_file(args.config)
     models = dict(data.pop("models", None) or {})
     # --model over AGENT_MODEL over the config file (JUDGE_MODEL likewise; the judge defaults to the agent's)
     agent_model = args.model or os.environ.get("AGENT_MODEL")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict
 
 from langchain_core.language_models import BaseChatModel
@@ -61,6 +62,15 @@ class RoundState(TypedDict, total=False):
     verdict: VerdictDraft
 
 
+class Envelope(TypedDict):
+    """What every event a node emits carries: its thread, its deterministic id, its round, when."""
+
+    thread_ts: str
+    message_id: str
+    event_time: datetime
+    round: int
+
+
 RawReader = Callable[[str], Awaitable[Any]]
 """async (evidence_id) -> the raw a claim cites, redacted; the judge checks numbers against it."""
 
@@ -94,3 +104,12 @@ class RoundDeps:
 
     def mid(self, node: str, i: int) -> str:
         return message_id(self.thread_ts, self.round, node, i)
+
+    def envelope(self, node: str, i: int) -> Envelope:
+        """The `i`-th event of `node` in this round, stamped now: `Event(**deps.envelope(...), ...)`."""
+        return Envelope(
+            thread_ts=self.thread_ts,
+            message_id=self.mid(node, i),
+            event_time=datetime.now(UTC),
+            round=self.round,
+        )

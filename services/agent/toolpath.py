@@ -53,22 +53,16 @@ class ToolOutcome:
     note: str = ""  # what the boundary check clamped, said beside the result
 
 
+@dataclass(eq=False)
 class ToolPath:
-    def __init__(
-        self,
-        config: AgentConfig,
-        conn: psycopg.Connection,
-        toolbox: McpToolbox,
-        emitter: EventEmitter,
-        alert_context: dict[str, Any],
-        guard: ToolGuard,
-    ) -> None:
-        self.config = config
-        self.conn = conn
-        self.toolbox = toolbox
-        self.emitter = emitter
-        self.alert_context = alert_context
-        self.guard = guard
+    """One thread's way from a tool call to its digest: check, cache, call, record."""
+
+    config: AgentConfig
+    conn: psycopg.Connection
+    toolbox: McpToolbox
+    emitter: EventEmitter
+    alert_context: dict[str, Any]
+    guard: ToolGuard
 
     async def lookup(self, thread_ts: str, tool: str, args: dict[str, Any]) -> CachedDigest | None:
         key = (thread_ts, self.config.compactor_for(tool), canonical_args_hash(args))

@@ -42,7 +42,10 @@ from services.runtime.loading import json_object_setting
 # 10: Loki's terse forms show the exemplar line itself, cut around its opening and rarest words,
 #    wherever it says what the skeleton says in no more tokens; a log4j logger as its class (issue 36).
 # 11: a header holds one level (a level word after it opens the message: `ERROR [t] Error in ...`);
-#    PostgreSQL's `LOG:`/`DEBUGn:` and Python logging's default `LEVEL:logger:` are headers (issue 36).
+#    PostgreSQL's `LOG:`/`DEBUGn:` and Python logging's default `LEVEL:logger:` are headers; errors
+#    before the header's detail: a richer header never costs an error pattern a terser one has room
+#    for; error patterns fold only when they cannot all be shown whole, and then as far as is worth
+#    it (the largest lesser patterns beside them); finer steps between folds (issue 36).
 COMPACTOR_VERSION = f"11.r{REDACTOR_VERSION}"
 
 BUDGETS_ENV = "COMPACTOR_BUDGETS"

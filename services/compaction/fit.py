@@ -183,18 +183,7 @@ def _plan(
     upgraded one step at a time, round after round; None if nothing fits."""
     if budget <= 0:
         return None
-    # The richest header that takes at most a quarter of the budget (window, levels and labels are
-    # worth more than the last few items), else the tersest one that fits at all.
-    chosen: tuple[Mapping[str, Any], int, int] | None = None
-    for h_index, header in enumerate(draft.headers):
-        base = count_value_tokens(render(header, draft.section, [], None)) + (2 if candidates else 0)
-        last = h_index == len(draft.headers) - 1
-        if base > budget // 4 and not last:
-            continue
-        kept = _longest_prefix(candidates, budget - base, costs, suffixes, most, floors)
-        if kept is not None:
-            chosen = (header, kept, base)
-            break
+    chosen = _header(draft, candidates, budget, costs, suffixes, most, floors)
     if chosen is None:
         return None
     header, kept, base = chosen
@@ -217,6 +206,33 @@ def _plan(
                     total += delta
         levels = _rounds(levels, fixed, budget, costs)
     return header, levels
+
+
+def _header(
+    draft: Draft,
+    candidates: Sequence[Item],
+    budget: int,
+    costs: _Costs,
+    suffixes: _Suffixes,
+    most: int | None,
+    floors: Sequence[int],
+) -> tuple[Mapping[str, Any], int, int] | None:
+    """(header, how many candidates it leaves room for, its cost): the richest header that takes at
+    most a quarter of the budget (window, levels and labels are worth more than the last few items),
+    else the tersest one that fits at all; but never a header that leaves out a pinned candidate
+    some terser header has room for: an error pattern is worth more than the header's detail."""
+    options: list[tuple[Mapping[str, Any], int, int]] = []
+    for h_index, header in enumerate(draft.headers):
+        base = count_value_tokens(render(header, draft.section, [], None)) + (2 if candidates else 0)
+        if base > budget // 4 and h_index < len(draft.headers) - 1:
+            continue
+        kept = _longest_prefix(candidates, budget - base, costs, suffixes, most, floors)
+        if kept is not None:
+            options.append((header, kept, base))
+    if not options:
+        return None
+    pinned = sum(1 for it in candidates[: max(kept for _, kept, _ in options)] if it.pinned)
+    return next(o for o in options if sum(1 for it in candidates[: o[1]] if it.pinned) >= pinned)
 
 
 def _rounds(start: Sequence[int], fixed: int, budget: int, costs: _Costs) -> list[int]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from schemas.tokens import count_tokens
 from services.compaction.log_patterns import WORD
@@ -70,18 +70,30 @@ def keywords(
         if len(keep) >= opening + rare:
             break
         keep.add(i)
+    return _runs(
+        keep,
+        len(chunks),
+        lambda i: shape(chunks[i])[:60],
+        lambda i: " " if seps[i].isspace() else seps[i],
+        "...",
+    )
+
+
+def _runs(
+    keep: set[int], count: int, piece: Callable[[int], str], sep: Callable[[int], str], gap: str
+) -> str:
+    """The kept pieces of `count`, in runs joined by their separators (`sep(i)` follows piece i), `gap`
+    wherever pieces were left out: between runs, before the first and after the last if not the line's."""
     out = ""
     last = -1
     for i in sorted(keep):
         if i != last + 1:
-            out += " ... " if out else "... "
+            out += f" {gap} " if out else f"{gap} "
         elif out:
-            out += " " if seps[i - 1].isspace() else seps[i - 1]
-        out += shape(chunks[i])[:60]
+            out += sep(i - 1)
+        out += piece(i)
         last = i
-    if last != len(chunks) - 1:
-        out += " ..."
-    return out
+    return out + (f" {gap}" if last != count - 1 else "")
 
 
 def _class_only(message: str) -> str:
@@ -150,13 +162,10 @@ def terse_line(
 def _joined(chunks: Sequence[str], seps: Sequence[str], keep: set[int]) -> str:
     """The kept chunks in runs of the line as written, `…` where chunks were left out; a chunk
     longer than a line's opening (a URL, a dump) is clipped on its own."""
-    out = ""
-    last = -1
-    for i in sorted(keep):
-        if i != last + 1:
-            out += " … " if out else "… "
-        elif out:
-            out += seps[i - 1]
-        out += chunks[i] if len(chunks[i]) <= 48 else chunks[i][:48] + "…"
-        last = i
-    return out + (" …" if last != len(chunks) - 1 else "")
+    return _runs(
+        keep,
+        len(chunks),
+        lambda i: chunks[i] if len(chunks[i]) <= 48 else chunks[i][:48] + "…",
+        seps.__getitem__,
+        "…",
+    )

@@ -371,8 +371,10 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
 
 
 # How many of the largest error patterns stay whole in each coarser variant: never fewer than one,
-# so the largest error is never folded to make room for anything less severe.
-_FINE_KEPT = (16, 8, 4, 1)
+# so the largest error is never folded to make room for anything less severe; close steps at the
+# small end, so a fold takes few more error patterns than the budget demands (the call path takes
+# the finest variant that keeps all of its errors).
+_FINE_KEPT = (16, 12, 8, 6, 4, 3, 2, 1)
 
 
 def _coarser(

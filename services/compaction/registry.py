@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,15 +92,24 @@ class _Pick:
     variant: int
 
 
-def _best(fits: list[Fitted | None], pinned: list[int]) -> _Pick | None:
-    """The finest variant that keeps every one of its pinned items (errors are folded only so that
-    none is dropped, never to make room for anything less severe); when none keeps them all, the
-    fit worth the most (`Fitted.shown`), the finest on a tie."""
-    for index, fitted in enumerate(fits):
-        if fitted is not None and fitted.kept >= pinned[index]:
-            return _Pick(fitted, index)
+def _best(fit_of: Callable[[int], Fitted | None], pinned: list[int]) -> _Pick | None:
+    """Which pinned variant (`Draft.coarser`) to show.
+
+    The unfolded one whenever it keeps every pinned item: errors are never folded to make room for
+    anything less severe. When it cannot (a long tail of small error patterns), a fold is needed
+    anyway, and how fine to fold trades the tail's resolution against the largest lesser patterns
+    (the story): the variant that keeps all of its pinned items and is worth the most
+    (`Fitted.shown`), the finest on a tie; when none keeps them all, the one worth the most. Only
+    the unfolded variant is fitted when it suffices, as for most digests."""
+    first = fit_of(0)
+    if first is not None and first.kept >= pinned[0]:
+        return _Pick(first, 0)
+    fits = [first, *(fit_of(index) for index in range(1, len(pinned)))]
+    complete = [i for i, f in enumerate(fits) if f is not None and f.kept >= pinned[i]]
+    pool = complete or [i for i, f in enumerate(fits) if f is not None]
     best: _Pick | None = None
-    for index, fitted in enumerate(fits):
+    for index in pool:
+        fitted = fits[index]
         if fitted is not None and (best is None or fitted.shown > best.fitted.shown):
             best = _Pick(fitted, index)
     return best
@@ -143,7 +153,9 @@ def _fit_selection(
     rest = [it for it in optional if it.id not in {c.id for c in chosen}]
     # What the selection leaves out is counted, never shown: at most its ids are kept.
     picked = _best(
-        [fit(draft, [*v, *chosen, *rest], limit, most=len(v) + len(chosen), cache=cache) for v in variants],
+        lambda i: fit(
+            draft, [*variants[i], *chosen, *rest], limit, most=len(variants[i]) + len(chosen), cache=cache
+        ),
         [len(v) for v in variants],
     )
     return picked, ignored
@@ -178,7 +190,7 @@ def _fit_draft(
         cache: FormCosts = {}
         variants = [pinned, *(list(v) for v in draft.coarser)]
         sizes = [len(v) for v in variants]
-        plain = _best([fit(draft, [*v, *optional], limit, cache=cache) for v in variants], sizes)
+        plain = _best(lambda i: fit(draft, [*variants[i], *optional], limit, cache=cache), sizes)
         if plain is not None and (
             not optional or plain.fitted.kept == len(variants[plain.variant]) + len(optional)
         ):

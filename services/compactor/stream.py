@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from schemas.events import (
     CompactedToolResult,
@@ -118,25 +117,22 @@ def compact_event(
         canonical_raw=raw_bytes.decode(),
         config=config,
     )
-    compacted = _with_compact(
-        event,
-        compact=outcome.compact,
-        tokens=outcome.tokens,
-        raw_tokens=outcome.raw_tokens,
-        raw_sha256=outcome.raw_sha256,
-        compactor_version=outcome.compactor_version,
-        budget=outcome.budget,
-        selection=outcome.selection,
-    )
+    compacted = _with_compact(event, outcome)
     record = outcome.selection if previous is None and outcome.selection is not None else None
     value = compacted_bytes(compacted, raw_bytes)
     return Compacted(value, compacted, outcome, key, record)
 
 
-def _with_compact(event: ToolResult, **fields: Any) -> CompactedToolResult:
+# What a compacted event adds to its tool result: each is the compaction outcome's field of that name.
+_ADDED_FIELDS = tuple(
+    name for name in CompactedToolResult.model_fields if name not in ToolResult.model_fields
+)
+
+
+def _with_compact(event: ToolResult, outcome: CompactOutcome) -> CompactedToolResult:
     """The tool result as a compacted event: every field it has, and the compaction's fields."""
     own = {name: getattr(event, name) for name in ToolResult.model_fields if name != "type"}
-    return CompactedToolResult(**own, **fields)
+    return CompactedToolResult(**own, **{name: getattr(outcome, name) for name in _ADDED_FIELDS})
 
 
 def compacted_bytes(event: CompactedToolResult, canonical_raw: bytes) -> bytes:
@@ -275,16 +271,16 @@ def _unanswerable(dead: Dead, event: ToolResult, budget: int | None, config: Com
     evidence_id = str(event.alert_context.get("evidence_id") or event.message_id)
     compact = error_compact(dead.letter.reason, evidence_id)
     tokens = count_value_tokens(compact)
-    answer = _with_compact(
-        event,
+    outcome = CompactOutcome(
         compact=compact,
         tokens=tokens,
         raw_tokens=count_tokens(event.raw if isinstance(event.raw, str) else raw_bytes.decode()),
         raw_sha256=hashlib.sha256(raw_bytes).hexdigest(),
-        compactor_version=f"error:{config.version_for(event.tool)}",
-        budget=max(budget or config.budget_for(event.tool), tokens),
         selection=None,
+        budget=max(budget or config.budget_for(event.tool), tokens),
+        compactor_version=f"error:{config.version_for(event.tool)}",
     )
+    answer = _with_compact(event, outcome)
     return Dead(dead.letter, dead.thread_ts, dead.message_id, compacted_bytes(answer, raw_bytes))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 
 import psycopg
@@ -13,6 +14,7 @@ from services.projector.metrics import Metrics
 from services.projector.writer import BatchWriter
 from services.runtime.kafka import producer_config
 from services.runtime.kafka_client import KafkaClient
+from services.runtime.settings import Settings
 
 DEFAULT_GROUP = "incident-memory-projector"
 # A batch is one transaction. Big batches matter when catching up (more rounds whose marker is in
@@ -35,6 +37,22 @@ class ProjectorConfig:
     # A projector killed hard is replaced after this long (the broker's minimum is 6 s by default);
     # processing time is bounded by max.poll.interval.ms, not by this.
     session_timeout_ms: int = 6000
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, schema: str) -> ProjectorConfig:
+        """The environment's Kafka and database with the flags `projector` and `replay` share
+        (`add_source_arguments`), into `schema`."""
+        settings = Settings.from_env()
+        return cls(kafka=settings.kafka, dsn=settings.database_url, schema=schema, topic=args.topic,
+                   dlq_topic=args.dlq_topic, group=args.group, batch_size=args.batch_size)  # fmt: skip
+
+
+def add_source_arguments(parser: argparse.ArgumentParser, group_help: str | None = None) -> None:
+    """What both `projector` and `replay` read, under which group, in batches of what size."""
+    parser.add_argument("--topic", default=topics.COMPACTED)
+    parser.add_argument("--dlq-topic", default=topics.DLQ)
+    parser.add_argument("--group", default=DEFAULT_GROUP, help=group_help)
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
 
 
 def migrate_schema(dsn: str, schema: str) -> list[str]:

@@ -12,8 +12,7 @@ from types import FrameType
 
 import psycopg
 
-from schemas import topics
-from services.projector.config import DEFAULT_BATCH_SIZE, DEFAULT_GROUP, ProjectorConfig
+from services.projector.config import ProjectorConfig, add_source_arguments
 from services.projector.decoding import warm_up
 from services.projector.metrics import Metrics
 from services.projector.projector import Projector
@@ -21,17 +20,13 @@ from services.runtime.checks import check_kafka, check_kafka_access
 from services.runtime.errors import UserFacingError
 from services.runtime.follow_switch import SwitchFollower, add_follow_switch_argument, reexec
 from services.runtime.logs import about, configure_logging
-from services.runtime.settings import Settings
 
 log = logging.getLogger("incident_memory.projector")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schema", default=os.environ.get("PROJECTOR_SCHEMA", "public"))
-    parser.add_argument("--topic", default=topics.COMPACTED)
-    parser.add_argument("--dlq-topic", default=topics.DLQ)
-    parser.add_argument("--group", default=DEFAULT_GROUP)
-    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
+    add_source_arguments(parser)
     parser.add_argument(
         "--metrics-port",
         type=int,
@@ -46,19 +41,10 @@ def run(args: argparse.Namespace) -> int:
     configure_logging("projector", args.log_level)
     if args.batch_size < 1:
         raise UserFacingError("--batch-size must be at least 1")
-    settings = Settings.from_env()
-    config = ProjectorConfig(
-        kafka=settings.kafka,
-        dsn=settings.database_url,
-        schema=args.schema,
-        topic=args.topic,
-        dlq_topic=args.dlq_topic,
-        group=args.group,
-        batch_size=args.batch_size,
-    )
+    config = ProjectorConfig.from_args(args, args.schema)
     follower, placement = None, None
     if args.follow_switch:
-        follower = SwitchFollower(settings.database_url, args.follow_switch, config.schema, None, "projector")
+        follower = SwitchFollower(config.dsn, args.follow_switch, config.schema, None, "projector")
         placement = follower.start()
         if placement.writers is not None:
             w = placement.writers

@@ -263,32 +263,28 @@ def _map_alert(event: AlertReceived) -> list[Op]:
     _check_id_round(event)
     return [
         _place(_row(event, "alert", event.row_content(), compact=event.compact)),
-        UpsertState(
-            thread_ts=event.thread_ts,
-            service=event.service,
-            status=ALERT_STATUS[event.status],
-            window_start=event.window_start,
-            window_end=event.window_end,
-            opened_at=event.event_time,
-            updated_at=event.event_time,
-            keep_opened_at=True,
-        ),
+        _state(event, ALERT_STATUS[event.status], event.event_time, keep_opened_at=True),
     ]
 
 
 def _map_state(event: IncidentStateChanged) -> list[Op]:
-    return [
-        UpsertState(
-            thread_ts=event.thread_ts,
-            service=event.service,
-            status=event.status,
-            window_start=event.window_start,
-            window_end=event.window_end,
-            opened_at=event.opened_at,
-            updated_at=event.event_time,
-            keep_opened_at=False,
-        )
-    ]
+    return [_state(event, event.status, event.opened_at, keep_opened_at=False)]
+
+
+def _state(
+    event: AlertReceived | IncidentStateChanged, status: str, opened_at: datetime, *, keep_opened_at: bool
+) -> UpsertState:
+    """The incident's state as of this event: its service and pinned window, updated at the event's time."""
+    return UpsertState(
+        thread_ts=event.thread_ts,
+        service=event.service,
+        status=status,
+        window_start=event.window_start,
+        window_end=event.window_end,
+        opened_at=opened_at,
+        updated_at=event.event_time,
+        keep_opened_at=keep_opened_at,
+    )
 
 
 def _map_human(event: HumanMessage) -> list[Op]:

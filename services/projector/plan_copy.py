@@ -229,9 +229,9 @@ def _write_the_rest(conn: psycopg.Connection, b: _Batch, routes: _Routes, target
         if b.attached:
             cur.execute(sql.DIGESTS_FROM_BATCH)
         elif b.digests:
-            cur.execute(sql.INSERT_DIGESTS, sql.digest_params(b.digests))
+            cur.execute(sql.INSERT_DIGESTS, sql.columns(CacheDigest, b.digests))
         if b.posts:
-            cur.execute(sql.INSERT_POSTS, sql.post_params(b.posts))
+            cur.execute(sql.INSERT_POSTS, sql.columns(RecordPost, b.posts))
         if target.next_offsets:
             parts = sorted(target.next_offsets)
             cur.execute(

@@ -62,11 +62,11 @@ class _Pending:
         if self.staged:
             cur.execute(sql.INSERT_STAGED, row_format.row_params(self.staged))
         if self.digests:
-            cur.execute(sql.INSERT_DIGESTS, sql.digest_params(self.digests))
+            cur.execute(sql.INSERT_DIGESTS, sql.columns(CacheDigest, self.digests))
         if self.states:  # one by one: one statement may not upsert the same key twice
             cur.executemany(sql.UPSERT_STATE, [sql.state_params(s) for s in self.states])
         if self.posts:
-            cur.execute(sql.INSERT_POSTS, sql.post_params(self.posts))
+            cur.execute(sql.INSERT_POSTS, sql.columns(RecordPost, self.posts))
         self.visible, self.staged, self.digests, self.states, self.posts = [], [], [], [], []
 
 

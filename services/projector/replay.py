@@ -14,20 +14,12 @@ import argparse
 import threading
 from dataclasses import dataclass
 
-from schemas import topics
-from services.projector.config import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_GROUP,
-    ProjectorConfig,
-    make_writer,
-    migrate_schema,
-)
+from services.projector.config import ProjectorConfig, add_source_arguments, make_writer, migrate_schema
 from services.projector.metrics import Metrics
 from services.projector.runner import ProjectionRunner
 from services.projector.source_catchup import CatchUpSource
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import configure_logging
-from services.runtime.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -62,25 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--from-beginning", action="store_true", help="ignore the offsets stored in the schema"
     )
     parser.add_argument("--into", default="public", metavar="SCHEMA", help="target Postgres schema (created)")
-    parser.add_argument("--topic", default=topics.COMPACTED)
-    parser.add_argument("--dlq-topic", default=topics.DLQ)
-    parser.add_argument("--group", default=DEFAULT_GROUP, help="offsets are stored under this group name")
-    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
+    add_source_arguments(parser, group_help="offsets are stored under this group name")
     parser.add_argument("--no-progress", action="store_true")
 
 
 def run(args: argparse.Namespace) -> int:
     configure_logging("replay", "WARNING")
-    settings = Settings.from_env()
-    config = ProjectorConfig(
-        kafka=settings.kafka,
-        dsn=settings.database_url,
-        schema=args.into,
-        topic=args.topic,
-        dlq_topic=args.dlq_topic,
-        group=args.group,
-        batch_size=args.batch_size,
-    )
+    config = ProjectorConfig.from_args(args, args.into)
     result = replay(config, from_beginning=args.from_beginning, progress=not args.no_progress)
     print(
         f"replayed {result.events:,} events into schema {args.into!r} in {result.seconds:.1f}s "

@@ -9,6 +9,7 @@ and `rounds`' business.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 from services.projector import row_format
@@ -31,19 +32,21 @@ INSERT_STAGED = (
     " ORDER BY r.ord ON CONFLICT (id) DO NOTHING"
 )
 
+# A post's and a digest's columns are their dataclass's fields, in order: `columns` sends them in that order.
+_POST_COLUMNS = ", ".join(f.name for f in fields(RecordPost))
+_DIGEST_COLUMNS = ", ".join(f.name for f in fields(CacheDigest))
+
 INSERT_POSTS = (
-    "INSERT INTO slack_posts (post_id, phase, thread_ts, channel, slack_ts, root, recorded_at)"
+    f"INSERT INTO slack_posts ({_POST_COLUMNS})"
     " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::boolean[],"
     " %s::timestamptz[]) ON CONFLICT (post_id, phase) DO NOTHING"
 )
 
 
 INSERT_DIGESTS = (
-    "INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens,"
-    " created_at) SELECT thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens, created_at"
+    f"INSERT INTO tool_digest_cache ({_DIGEST_COLUMNS}) SELECT {_DIGEST_COLUMNS}"
     " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::jsonb[], %s::int[],"
-    " %s::timestamptz[]) WITH ORDINALITY"
-    " AS d(thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens, created_at, ord)"
+    f" %s::timestamptz[]) WITH ORDINALITY AS d({_DIGEST_COLUMNS}, ord)"
     " ORDER BY d.ord ON CONFLICT (thread_ts, tool, args_hash) DO NOTHING"
 )
 
@@ -222,39 +225,13 @@ UPSERT_STATES_MOVE_OPENED = _UPSERT_STATES.format(opened_at="EXCLUDED.opened_at"
 # --- parameters ------------------------------------------------------------------------------
 
 
-def post_params(posts: Sequence[RecordPost]) -> list[list[Any]]:
-    return [
-        [p.post_id for p in posts],
-        [p.phase for p in posts],
-        [p.thread_ts for p in posts],
-        [p.channel for p in posts],
-        [p.slack_ts for p in posts],
-        [p.root for p in posts],
-        [p.recorded_at for p in posts],
-    ]
-
-
-def digest_params(digests: Sequence[CacheDigest]) -> list[list[Any]]:
-    return [
-        [d.thread_ts for d in digests],
-        [d.tool for d in digests],
-        [d.args_hash for d in digests],
-        [d.message_id for d in digests],
-        [d.tool_call_id for d in digests],
-        [d.compact for d in digests],
-        [d.tokens for d in digests],
-        [d.created_at for d in digests],
-    ]
+def columns(
+    cls: type[RecordPost | CacheDigest], items: Sequence[RecordPost | CacheDigest]
+) -> list[list[Any]]:
+    """One array per field of `cls`, in field order: the parameters of `INSERT_POSTS` or `INSERT_DIGESTS`."""
+    return [[getattr(item, f.name) for item in items] for f in fields(cls)]
 
 
 def state_params(op: UpsertState) -> dict[str, Any]:
-    return {
-        "thread_ts": op.thread_ts,
-        "service": op.service,
-        "status": op.status,
-        "window_start": op.window_start,
-        "window_end": op.window_end,
-        "opened_at": op.opened_at,
-        "updated_at": op.updated_at,
-        "keep_opened_at": op.keep_opened_at,
-    }
+    """`UPSERT_STATE`'s named parameters: every field of the op."""
+    return {f.name: getattr(op, f.name) for f in fields(op)}

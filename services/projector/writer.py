@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -51,35 +52,23 @@ class DeliveryFailed(Exception):
     """Dead letters could not be flushed to Kafka: do not commit the offsets that skip them."""
 
 
+@dataclass(kw_only=True, eq=False)
 class BatchWriter:
     """Owns the Postgres connection and the DLQ producer of one projector (or one replay)."""
 
-    def __init__(
-        self,
-        *,
-        dsn: str,
-        schema: str,
-        group: str,
-        topic: str,
-        dlq_topic: str,
-        producer: Producer,
-        metrics: Metrics | None = None,
-        notify: bool = True,
-        max_backoff: float = 5.0,
-        plans: Sequence[Plan] = store.PLANS,
-    ) -> None:
-        self.dsn = dsn
-        self.schema = schema
-        self.group = group
-        self.topic = topic
-        self.dlq_topic = dlq_topic
-        self.producer = producer
-        self.metrics = metrics
-        self.notify = notify
-        self.max_backoff = max_backoff
-        self.plans = plans  # the write plans store.apply_batch may choose from (tests pin one)
-        self.expected: dict[int, int | None] = {}  # partition -> next offset stored in Postgres (None: none)
-        self._conn: psycopg.Connection | None = None
+    dsn: str
+    schema: str
+    group: str
+    topic: str
+    dlq_topic: str
+    producer: Producer
+    metrics: Metrics | None = None
+    notify: bool = True
+    max_backoff: float = 5.0
+    plans: Sequence[Plan] = store.PLANS  # the write plans store.apply_batch may choose from (tests pin one)
+    # partition -> next offset stored in Postgres (None: none)
+    expected: dict[int, int | None] = field(default_factory=dict, init=False)
+    _conn: psycopg.Connection | None = field(default=None, init=False)
 
     # --- wiring --------------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ import psycopg
 from schemas.tokens import count_value_tokens
 from services.context_render.context import IncidentState
 from services.context_render.model_calls import thread_calls
-from services.review import calls, model, patterns, pod_events, queries, series, spans
+from services.review import calls, model, queries
+from services.review.drill import drill_down
 from services.review.model import ThreadRow
 
 PAGE_LINES = 200
@@ -212,20 +213,5 @@ def row(
         "pattern": None,
     }
     written = r.compact if r.first_compact is None else r.first_compact
-    if loki:
-        view["patterns"] = patterns.loki_patterns(written)
-        if pattern is not None:
-            view["pattern"] = patterns.pattern_lines(conn, args, view["patterns"], pattern, PAGE_LINES)
-    elif r.tool == "query_prometheus":
-        view["patterns"] = series.series_items(written)
-        if pattern is not None:
-            view["pattern"] = series.series_points(conn, args, view["patterns"], pattern, PAGE_LINES)
-    elif r.tool == "query_tempo":
-        view["patterns"] = spans.groups(written)
-        if pattern is not None:
-            view["pattern"] = spans.group_spans(conn, args, view["patterns"], pattern, PAGE_LINES)
-    elif r.tool == "get_pod_events":
-        view["patterns"] = pod_events.groups(written)
-        if pattern is not None:
-            view["pattern"] = pod_events.group_events(conn, args, view["patterns"], pattern, PAGE_LINES)
+    view["patterns"], view["pattern"] = drill_down(conn, args, r.tool, written, pattern, PAGE_LINES)
     return view

@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 
 from services.review import queries
+from services.review.compact_items import matched_lines
 
 _ITEM = re.compile(r"^(\d+)×\s*(.*)$", re.S)
 _RANGES = re.compile(r"\s\[[^\[\]]*\]$")
@@ -56,20 +57,10 @@ def _parts(word: str) -> list[str]:
     return [key.rsplit(".", 1)[-1], value]
 
 
-def _items(compact: Any) -> list[str]:
-    if not isinstance(compact, dict):
-        return []
-    found = compact.get("patterns")
-    return [str(x) for x in found] if isinstance(found, list) else []
-
-
 def loki_patterns(compact: Any) -> list[dict[str, Any]]:
     """The compact's pattern items: index, text, the count it states and its fixed words."""
     out = []
-    for index, text in enumerate(_items(compact)):
-        m = _ITEM.match(text)
-        if m is None:
-            continue
+    for index, text, m in matched_lines(compact, "patterns", _ITEM):
         out.append({"index": index, "text": text, "count": int(m.group(1)), "words": fixed_words(m.group(2))})
     return out
 
@@ -94,13 +85,10 @@ def assign(lines: Sequence[str], patterns: Sequence[Mapping[str, Any]]) -> list[
 
 
 def pattern_lines(
-    conn: psycopg.Connection, args: Mapping[str, Any], patterns: Sequence[Mapping[str, Any]], wanted: str,
+    conn: psycopg.Connection, args: Mapping[str, Any], patterns: Sequence[Mapping[str, Any]], chosen: int,
     page_lines: int,
-) -> dict[str, Any] | None:  # fmt: skip
+) -> dict[str, Any]:  # fmt: skip
     """One pattern's raw lines (a page of them, from `args["offset"]`) and how many there are."""
-    chosen = next((k for k, p in enumerate(patterns) if str(p["index"]) == wanted), None)
-    if chosen is None:
-        return None
     records = [(k, e[0] if isinstance(e, list) and e else None, e[1] if isinstance(e, list) and len(e) > 1 else e)
                for k, values in conn.execute(queries.LOKI_ALL, args).fetchall() for e in values]  # fmt: skip
     owners = assign([str(r[2]) for r in records], patterns)

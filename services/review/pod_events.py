@@ -16,23 +16,20 @@ from typing import Any
 import psycopg
 
 from services.review import queries
+from services.review.compact_items import matched_lines
 
 _ITEM = re.compile(r"^(\d+)×\s+(.*)$", re.S)
 
 
 def groups(compact: Any) -> list[dict[str, Any]]:
-    items = compact.get("events") if isinstance(compact, dict) else None
     out = []
-    for index, text in enumerate(items if isinstance(items, list) else []):
-        m = _ITEM.match(str(text))
-        words = [w for w in (m.group(2).split() if m else []) if not re.search(r"[0-9]", w)]
-        if not m or not words:
+    for index, text, m in matched_lines(compact, "events", _ITEM):
+        words = [w for w in m.group(2).split() if not re.search(r"[0-9]", w)]
+        if not words:
             continue
         kind = "Warning" if words[0] == "Warning" else "Normal"
         reason = words[1] if kind == "Warning" and len(words) > 1 else words[0]
-        out.append(
-            {"index": index, "text": str(text), "count": int(m.group(1)), "type": kind, "reason": reason}
-        )
+        out.append({"index": index, "text": text, "count": int(m.group(1)), "type": kind, "reason": reason})
     return out
 
 
@@ -41,12 +38,9 @@ def _occurrences(count: str | None) -> int:
 
 
 def group_events(
-    conn: psycopg.Connection, args: Mapping[str, Any], found: Sequence[Mapping[str, Any]], wanted: str,
-    page_lines: int,
-) -> dict[str, Any] | None:  # fmt: skip
-    chosen = next((g for g in found if str(g["index"]) == wanted), None)
-    if chosen is None:
-        return None
+    conn: psycopg.Connection, args: Mapping[str, Any], found: Sequence[Mapping[str, Any]], k: int, page_lines: int
+) -> dict[str, Any]:  # fmt: skip
+    chosen = found[k]
     mine = [r for r in conn.execute(queries.POD_EVENTS, args).fetchall()
             if (r[1] or "Normal") == chosen["type"] and r[2] == chosen["reason"]]  # fmt: skip
     total = sum(_occurrences(r[3]) for r in mine)

@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 
 from services.review import queries
+from services.review.compact_items import matched_lines
 
 _HEAD = re.compile(r"^(?:(\d+) series )?\{([^}]*)\}:")
 _TIME = re.compile(r"\b(\d\d:\d\d:\d\d)\b")
@@ -35,15 +36,11 @@ def _labels(text: str) -> dict[str, str]:
 def series_items(compact: Any) -> list[dict[str, Any]]:
     """Each series line of the compact with its labels, how many series it stands for, and the times
     that split its trend."""
-    items = compact.get("series") if isinstance(compact, dict) else None
     out = []
-    for index, text in enumerate(items if isinstance(items, list) else []):
-        m = _HEAD.match(str(text))
-        if not m:
-            continue
-        rest = str(text)[m.end() :]
+    for index, text, m in matched_lines(compact, "series", _HEAD):
+        rest = text[m.end() :]
         out.append({
-            "index": index, "text": str(text), "labels": _labels(m.group(2)),
+            "index": index, "text": text, "labels": _labels(m.group(2)),
             "count": int(m.group(1) or 1), "splits": sorted(set(_TIME.findall(rest))),
         })  # fmt: skip
     return out
@@ -88,12 +85,9 @@ def _finite(value: Any) -> bool:
 
 
 def series_points(
-    conn: psycopg.Connection, args: Mapping[str, Any], found: Sequence[Mapping[str, Any]], wanted: str,
-    page_lines: int,
-) -> dict[str, Any] | None:  # fmt: skip
-    chosen = next((s for s in found if str(s["index"]) == wanted), None)
-    if chosen is None:
-        return None
+    conn: psycopg.Connection, args: Mapping[str, Any], found: Sequence[Mapping[str, Any]], k: int, page_lines: int
+) -> dict[str, Any]:  # fmt: skip
+    chosen = found[k]
     record = conn.execute(queries.PROM_RESULT, args).fetchone()
     result = record[0] if record and isinstance(record[0], list) else []
     mine = [s for s in result if isinstance(s, dict) and matches(s.get("metric") or {}, chosen["labels"])]

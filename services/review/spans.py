@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 
 from services.review import queries
+from services.review.compact_items import matched_lines
 
 _GROUP = re.compile(
     r'^(\d+)×\s+(?:\d\d:\d\d:\d\d(?:\.\d+)?\s+)?(\S+)\s+(.+?)\s+ERROR\b(?:\s+"(.*?)"(?:\s|$))?', re.S
@@ -24,14 +25,10 @@ _ERROR_CODES = {2, "2", "STATUS_CODE_ERROR", "ERROR"}
 
 
 def groups(compact: Any) -> list[dict[str, Any]]:
-    items = compact.get("groups") if isinstance(compact, dict) else None
     out = []
-    for index, text in enumerate(items if isinstance(items, list) else []):
-        m = _GROUP.match(str(text))
-        if not m:
-            continue
+    for index, text, m in matched_lines(compact, "groups", _GROUP):
         out.append({
-            "index": index, "text": str(text), "count": int(m.group(1)), "service": m.group(2),
+            "index": index, "text": text, "count": int(m.group(1)), "service": m.group(2),
             "name": _CLIPPED.sub("", m.group(3)), "message": _CLIPPED.sub("", m.group(4) or ""),
         })  # fmt: skip
     return out
@@ -77,12 +74,9 @@ def _duration_ms(span: Mapping[str, Any]) -> str:
 
 
 def group_spans(
-    conn: psycopg.Connection, args: Mapping[str, Any], found: Sequence[Mapping[str, Any]], wanted: str,
-    page_lines: int,
-) -> dict[str, Any] | None:  # fmt: skip
-    chosen = next((g for g in found if str(g["index"]) == wanted), None)
-    if chosen is None:
-        return None
+    conn: psycopg.Connection, args: Mapping[str, Any], found: Sequence[Mapping[str, Any]], k: int, page_lines: int
+) -> dict[str, Any]:  # fmt: skip
+    chosen = found[k]
     record = conn.execute(queries.RAW_OF_ROW, args).fetchone()
     mine = [s for s in error_spans(record[0] if record else None)
             if s["service"] == chosen["service"] and s["name"].startswith(chosen["name"])

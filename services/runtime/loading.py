@@ -1,4 +1,4 @@
-"""Reading what a deployment configures: a JSON-object setting, and code named `package.module:attr`.
+"""Reading what a deployment configures: a JSON object (a setting, a file), and code named `package.module:attr`.
 
 Plumbing that several services need (the compactor's plugins, budgets and selector, the agent's
 tool map), kept here once so that each setting fails the same way: a `UserFacingError` naming the
@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -30,13 +31,31 @@ def json_object_setting(
     text = text.strip()
     if not text:
         return {}
+    return json_object(text, lambda why: UserFacingError(f"{name} is not a JSON object: {why}"))
+
+
+def json_object(text: str, fail: Callable[[str], Exception]) -> dict[str, Any]:
+    """The JSON object `text` holds, else `fail(why)` raised: one rule for every JSON object read from a
+    setting, a file or a back end's answer, each caller saying whose it is and which error it raises.
+    (An HTTP edge's body is stricter: `schemas.strict_json`.)"""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UserFacingError(f"{name} is not a JSON object: {exc}") from None
+        raise fail(str(exc)) from None
     if not isinstance(value, dict):
-        raise UserFacingError(f"{name} is not a JSON object")
+        raise fail(f"got {type(value).__name__}")
     return value
+
+
+def json_object_file(path: str | None) -> dict[str, Any]:
+    """The JSON object of a config file ({} without a path), or a one-line UserFacingError."""
+    if not path:
+        return {}
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UserFacingError(f"cannot read config file {path!r}: {exc.strerror or exc}") from None
+    return json_object(text, lambda why: UserFacingError(f"config file {path!r} is not a JSON object: {why}"))
 
 
 def load_attr(spec: object, where: str, *, kind: str = "function") -> tuple[ModuleType, Any]:

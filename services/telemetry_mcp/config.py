@@ -6,7 +6,6 @@ naming the variable to set, so a site with only Loki and Prometheus still works.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from services.runtime.errors import UserFacingError
+from services.runtime.loading import json_object_file
 from services.runtime.settings import Settings
 
 BACKENDS = ("recorded", "http")
@@ -127,19 +127,5 @@ def from_sources(
     return config.validated()
 
 
-def read_config_file(path: str | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    try:
-        value = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise UserFacingError(f"cannot read config file: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UserFacingError(f"config file {path} is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise UserFacingError(f"config file {path} must hold a JSON object")
-    return value
-
-
 def load(flags: Mapping[str, Any], config_path: str | None = None) -> TelemetryConfig:
-    return from_sources(os.environ, read_config_file(config_path), flags)
+    return from_sources(os.environ, json_object_file(config_path), flags)

@@ -10,11 +10,12 @@ to a model (invariant 13).
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, ParamSpec
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -37,6 +38,7 @@ from services.telemetry_mcp.thread_search import BadSearch, ThreadSearch, Thread
 from services.telemetry_mcp.wire import ToolArgError, UpstreamError
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
 
 SERVER_NAME = "incident-memory-telemetry"
 TOOL_NAMES = (
@@ -74,12 +76,20 @@ def result_of(raw: Raw, meta: dict[str, Any] | None = None) -> CallToolResult:
     )
 
 
-async def _guard(call: Callable[[], Awaitable[CallToolResult]]) -> CallToolResult:
-    """Turn anticipated failures into tool errors with their one-line reason."""
-    try:
-        return await call()
-    except EXPECTED as exc:  # an upstream's URL or answer may carry a credential: redacted
-        raise ToolError(redact_text(str(exc))) from exc
+def _guarded(
+    tool: Callable[P, Awaitable[CallToolResult]],
+) -> Callable[P, Coroutine[Any, Any, CallToolResult]]:
+    """A tool whose anticipated failures become tool errors with their one-line reason. The wrapper
+    keeps the tool's signature (`functools.wraps`), which is what the MCP server reads its schema from."""
+
+    @functools.wraps(tool)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
+        try:
+            return await tool(*args, **kwargs)
+        except EXPECTED as exc:  # an upstream's URL or answer may carry a credential: redacted
+            raise ToolError(redact_text(str(exc))) from exc
+
+    return call
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,7 @@ def _add_telemetry_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
     """The four that ask a back end (Loki, Prometheus, Tempo, Kubernetes), each checked first."""
 
     @app.tool()
+    @_guarded
     async def query_loki(
         query: Annotated[str, Field(description="LogQL")],
         start: Time,
@@ -150,18 +161,15 @@ def _add_telemetry_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
         thread: Thread = None,
     ) -> CallToolResult:
         """Loki log lines in [start, end]."""
-
-        async def run() -> CallToolResult:
-            c = await deps.checked(
-                thread, "query_loki", {"query": query, "start": start, "end": end, "limit": limit}
-            )
-            a = c.args
-            raw = await deps.backend.query_loki(a["query"], a["start"], a["end"], a.get("limit", limit))
-            return result_of(raw, checked_meta(c))
-
-        return await _guard(run)
+        c = await deps.checked(
+            thread, "query_loki", {"query": query, "start": start, "end": end, "limit": limit}
+        )
+        a = c.args
+        raw = await deps.backend.query_loki(a["query"], a["start"], a["end"], a.get("limit", limit))
+        return result_of(raw, checked_meta(c))
 
     @app.tool()
+    @_guarded
     async def query_prometheus(
         query: Annotated[str, Field(description="PromQL")],
         start: Time,
@@ -170,92 +178,73 @@ def _add_telemetry_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
         thread: Thread = None,
     ) -> CallToolResult:
         """Prometheus series in [start, end]."""
-
-        async def run() -> CallToolResult:
-            args = {"query": query, "start": start, "end": end, "step": step}
-            c = await deps.checked(thread, "query_prometheus", args)
-            a = c.args
-            raw = await deps.backend.query_prometheus(a["query"], a["start"], a["end"], a["step"])
-            return result_of(raw, checked_meta(c))
-
-        return await _guard(run)
+        args = {"query": query, "start": start, "end": end, "step": step}
+        c = await deps.checked(thread, "query_prometheus", args)
+        a = c.args
+        raw = await deps.backend.query_prometheus(a["query"], a["start"], a["end"], a["step"])
+        return result_of(raw, checked_meta(c))
 
     @app.tool()
+    @_guarded
     async def query_tempo(
         trace_id: Annotated[str, Field(description="hex")],
         thread: Thread = None,
     ) -> CallToolResult:
         """Tempo trace by id."""
-
-        async def run() -> CallToolResult:
-            await deps.checked(thread, "query_tempo", {"trace_id": trace_id})
-            return result_of(await deps.backend.query_tempo(trace_id))
-
-        return await _guard(run)
+        await deps.checked(thread, "query_tempo", {"trace_id": trace_id})
+        return result_of(await deps.backend.query_tempo(trace_id))
 
     @app.tool()
+    @_guarded
     async def get_pod_events(
         namespace: str,
         pod: Annotated[str | None, Field(description="default: all pods")] = None,
         thread: Thread = None,
     ) -> CallToolResult:
         """Kubernetes events of a namespace."""
-
-        async def run() -> CallToolResult:
-            await deps.checked(thread, "get_pod_events", {"namespace": namespace, "pod": pod})
-            return result_of(await deps.backend.get_pod_events(namespace, pod))
-
-        return await _guard(run)
+        await deps.checked(thread, "get_pod_events", {"namespace": namespace, "pod": pod})
+        return result_of(await deps.backend.get_pod_events(namespace, pod))
 
 
 def _add_thread_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
     """The three that read the projection: a stored raw, the thread's words, similar incidents."""
 
     @app.tool()
+    @_guarded
     async def get_evidence(
         id: Annotated[str, Field(description="evidence id, thread_ts:round:node:i")],
         thread: Thread = None,
     ) -> CallToolResult:
         """The raw content of one stored message of the thread (a tool result, alert, human turn...),
         credentials redacted."""
-
-        async def fetch() -> CallToolResult:
-            if not thread and not deps.config.unscoped:
-                raise ScopeRefused("get_evidence refused: name the thread whose evidence this is")
-            row = await deps.evidence.get(id, thread or None)
-            # the raw at rest is verbatim; what leaves is redacted (invariant 13)
-            return result_of(Raw.of(redact_value(row.content)), {"incident_memory/evidence": row.meta()})
-
-        return await _guard(fetch)
+        if not thread and not deps.config.unscoped:
+            raise ScopeRefused("get_evidence refused: name the thread whose evidence this is")
+        row = await deps.evidence.get(id, thread or None)
+        # the raw at rest is verbatim; what leaves is redacted (invariant 13)
+        return result_of(Raw.of(redact_value(row.content)), {"incident_memory/evidence": row.meta()})
 
     @app.tool()
+    @_guarded
     async def search_thread(
         query: Annotated[str, Field(description="words to find in the thread's messages")],
         thread: Thread = None,
     ) -> CallToolResult:
         """Full-text search over this thread's human messages: ids, authors, times, their own words."""
-
-        async def found() -> CallToolResult:
-            if not thread:  # never unscoped: a search names the one thread it reads
-                raise ScopeRefused("search_thread refused: name the thread whose messages to search")
-            return result_of(Raw.of(await deps.threads.search(thread, query)))
-
-        return await _guard(found)
+        if not thread:  # never unscoped: a search names the one thread it reads
+            raise ScopeRefused("search_thread refused: name the thread whose messages to search")
+        return result_of(Raw.of(await deps.threads.search(thread, query)))
 
     @app.tool()
+    @_guarded
     async def recall_incidents(
         query: Annotated[str, Field(description="words to match")],
         thread: Thread = None,
     ) -> CallToolResult:
         """Incidents like this one (concurrent or past, how resolved), with reasons."""
-
-        async def found() -> CallToolResult:
-            if not thread:  # never unscoped: the thread's own channel decides what it may see
-                raise ScopeRefused("recall_incidents refused: name the thread whose incidents to recall")
-            await deps.scopes.check(thread, "recall_incidents", {"query": query})  # even --unscoped
-            return result_of(Raw.of(await deps.incidents.recall(thread, query)))
-
-        return await _guard(found)
+        if not thread:  # never unscoped: the thread's own channel decides what it may see
+            raise ScopeRefused("recall_incidents refused: name the thread whose incidents to recall")
+        await deps.scopes.check(thread, "recall_incidents", {"query": query})  # even --unscoped
+        return result_of(Raw.of(await deps.incidents.recall(thread, query)))
 
 
 async def _raw(pending: Awaitable[Raw]) -> CallToolResult:

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from services.boundary.timearg import BadTimeArg, parse_duration_ns
+from services.runtime.loading import json_object
 from services.telemetry_mcp.timeparse import ns_to_unix_seconds, window_ns
 
 PROMETHEUS_MAX_POINTS = 11_000  # Prometheus refuses a query_range above this many points per series
@@ -138,13 +139,9 @@ def kubernetes_events(namespace: str, pod: str | None) -> HttpRequest:
 
 
 def parse_json_object(text: str, service: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UpstreamError(f"{service} answered with something that is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise UpstreamError(f"{service} answered with JSON that is not an object")
-    return value
+    return json_object(
+        text, lambda why: UpstreamError(f"{service} answered with something not a JSON object: {why}")
+    )
 
 
 def _success_data(body: dict[str, Any], service: str) -> dict[str, Any]:

@@ -86,27 +86,27 @@ class Outcome:
 Emit = Callable[[EventBase], Awaitable[None]]
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(eq=False)
 class Voice:
-    def __init__(
-        self,
-        slack: Slack,
-        records: Records,
-        emit: Emit,
-        routes: list[tuple[str, str, str]],
-        default_channel: str | None,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self.slack = slack
-        self.records = records
-        self.emit = emit
-        self.routes = routes
-        self.default_channel = default_channel
-        self.now = now
-        self.pending: dict[str, ThreadPost] = {}  # posts whose round's marker has not come yet
-        self.done: dict[str, str] = {}  # post id -> Slack ts, what this process recorded
-        self.roots: dict[str, tuple[str, str]] = {}  # incident key -> its Slack thread
-        self.privacy: dict[str, bool | None] = {}  # channel -> is_private, asked once per process
-        self.outcome = Outcome()
+    """Turns each committed post into exactly one Slack message, recording intent and outcome."""
+
+    slack: Slack
+    records: Records
+    emit: Emit
+    routes: list[tuple[str, str, str]]
+    default_channel: str | None
+    now: Callable[[], datetime] = _utc_now
+    # What this process has seen: posts awaiting their round's marker; post id -> Slack ts recorded;
+    # incident key -> its Slack thread; channel -> is_private (asked once).
+    pending: dict[str, ThreadPost] = field(default_factory=dict, init=False)
+    done: dict[str, str] = field(default_factory=dict, init=False)
+    roots: dict[str, tuple[str, str]] = field(default_factory=dict, init=False)
+    privacy: dict[str, bool | None] = field(default_factory=dict, init=False)
+    outcome: Outcome = field(default_factory=Outcome, init=False)
 
     async def handle(self, event: EventBase) -> None:
         """One event of incident.events, in its partition's order."""

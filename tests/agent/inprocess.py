@@ -53,6 +53,8 @@ from services.projector.mapping import (
 from services.projector.show import ShownRow
 from services.runtime.kafka_client import KafkaClient
 
+from .seedplay import alert_events, alert_wake, human_events, mention_wake
+
 
 @dataclass
 class Projection:
@@ -208,6 +210,15 @@ class Seeded:
         )
         await RoundGraph(deps).run()
         self.calls.extend((round_, node, tokens) for node, tokens in deps.model_inputs)
+
+    async def play_seed(self, toolbox: McpToolbox) -> None:
+        """The seed thread's two rounds: the alert's, then the mention's after the humans' messages."""
+        for event in alert_events():
+            self.projection.apply(event)
+        await self.run(toolbox, alert_wake())
+        for event in [*human_events(mention=False), *human_events(mention=True)]:
+            self.projection.apply(event)
+        await self.run(toolbox, mention_wake())
 
 
 def telemetry_server() -> McpServer:

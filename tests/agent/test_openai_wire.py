@@ -53,7 +53,7 @@ from services.projector.mapping import Row
 
 from . import inprocess
 from .inprocess import Seeded, telemetry_server
-from .seedplay import alert_events, alert_wake, human_events, mention_wake
+from .seedplay import mention_wake
 
 pytestmark = pytest.mark.timeout(120)
 Json = dict[str, Any]
@@ -88,12 +88,7 @@ async def _play() -> Played:
     """The seed thread's two rounds, exactly as tests/agent/test_round2_budget.py plays them."""
     thread = Seeded()
     async with McpToolbox((telemetry_server(),)) as toolbox:
-        for event in alert_events():
-            thread.projection.apply(event)
-        await thread.run(toolbox, alert_wake())
-        for event in [*human_events(mention=False), *human_events(mention=True)]:
-            thread.projection.apply(event)
-        await thread.run(toolbox, mention_wake())
+        await thread.play_seed(toolbox)
         specs = toolbox.tool_specs(exclude=(EVIDENCE_TOOL,))
     return Played(thread, specs)
 

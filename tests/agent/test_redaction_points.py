@@ -12,6 +12,7 @@ import anyio
 import psycopg
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult
 from psycopg.types.json import Jsonb
 
 from deploy.local.secret_testdata import SECRETS, leaked, loki_with_secrets, slack_message_with_secrets
@@ -19,7 +20,7 @@ from schemas.events import EventBase, ThreadPost
 from schemas.ids import message_id, thread_key
 from services.agent.stand_in_model import DeterministicStandInModel
 from services.telemetry_mcp.client import session, text_of
-from services.telemetry_mcp.server import _guard
+from services.telemetry_mcp.server import _guarded
 from services.telemetry_mcp.wire import UpstreamError
 
 from .test_voice_rules import AT, FakeSlack, commit, play, voice
@@ -53,11 +54,11 @@ def test_the_poster_never_posts_a_credential_whatever_the_post_says() -> None:
 
 
 def test_an_upstream_error_with_a_url_password_is_redacted_in_the_tool_error() -> None:
-    async def failing() -> object:
+    async def failing() -> CallToolResult:
         raise UpstreamError(f"cannot reach Loki at http://admin:{SECRETS['basic-auth']}@loki:3100/x: refused")
 
     with pytest.raises(ToolError) as caught:
-        asyncio.run(_guard(failing))  # type: ignore[arg-type]
+        asyncio.run(_guarded(failing)())
     assert leaked(str(caught.value)) == []
     assert str(caught.value) == "cannot reach Loki at http://admin:[REDACTED:basic-auth]@loki:3100/x: refused"
 
@@ -114,19 +115,13 @@ def test_a_post_never_records_a_credential_the_model_wrote(monkeypatch: pytest.M
 
     from . import inprocess
     from .inprocess import Seeded, telemetry_server
-    from .seedplay import alert_events, alert_wake, human_events, mention_wake
 
     monkeypatch.setattr(inprocess, "DeterministicStandInModel", LeakyModel)
 
     async def play() -> Seeded:
         thread = Seeded()
         async with McpToolbox((telemetry_server(),)) as toolbox:
-            for event in alert_events():
-                thread.projection.apply(event)
-            await thread.run(toolbox, alert_wake())
-            for event in [*human_events(mention=False), *human_events(mention=True)]:
-                thread.projection.apply(event)
-            await thread.run(toolbox, mention_wake())
+            await thread.play_seed(toolbox)
         return thread
 
     thread = asyncio.run(play())

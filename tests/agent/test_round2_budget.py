@@ -18,7 +18,7 @@ from services.agent.mcp_client import McpToolbox
 from services.context_render.context import message_tokens
 
 from .inprocess import Seeded, telemetry_server
-from .seedplay import alert_events, alert_wake, human_events, mention_wake
+from .seedplay import mention_wake
 
 LIMIT = 2500
 pytestmark = pytest.mark.timeout(120)
@@ -31,12 +31,7 @@ def seeded() -> tuple[Seeded, int]:
     async def play() -> tuple[Seeded, int]:
         thread = Seeded()
         async with McpToolbox((telemetry_server(),)) as toolbox:
-            for event in alert_events():
-                thread.projection.apply(event)
-            await thread.run(toolbox, alert_wake())
-            for event in [*human_events(mention=False), *human_events(mention=True)]:
-                thread.projection.apply(event)
-            await thread.run(toolbox, mention_wake())
+            await thread.play_seed(toolbox)
             schemas = count_tokens(render_for_model(toolbox.tool_specs(exclude=(EVIDENCE_TOOL,))))
         return thread, schemas
 

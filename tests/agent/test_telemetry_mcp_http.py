@@ -202,7 +202,7 @@ def test_http_back_end_passes_the_raw_through_verbatim(
             # PromQL that cannot be parsed is refused by the scope check: it never reaches Prometheus.
             assert "cannot parse the PromQL" in text_of(errors["prom"])
             assert "Tempo has no such trace (HTTP 404)" in text_of(errors["tempo"])
-            assert "Loki answered with something that is not JSON" in text_of(errors["loki"])
+            assert "Loki answered with something not a JSON object" in text_of(errors["loki"])
 
     anyio.run(main)
 

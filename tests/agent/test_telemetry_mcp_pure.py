@@ -119,7 +119,7 @@ def test_validators_accept_the_seed_raws_and_refuse_other_shapes(seed: SeedIncid
         wire.validate_prometheus({"status": "success", "data": {"resultType": "vector", "result": []}})
     with pytest.raises(wire.UpstreamError, match="EventList"):
         wire.validate_event_list({"kind": "Status", "message": "forbidden"})
-    with pytest.raises(wire.UpstreamError, match="not JSON"):
+    with pytest.raises(wire.UpstreamError, match="not a JSON object"):
         wire.parse_json_object("<html>", "Loki")
 
 

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from schemas.events import EventBase
 from services.projector import store
+from services.projector.config import ProjectorConfig
 from services.projector.mapping import map_event
 from services.projector.plan import Plan, Rejection
+from services.projector.projector import Projector
 from services.projector.row_format import COLUMN_LIST
 
 MESSAGE_COLUMNS = COLUMN_LIST
@@ -142,3 +149,28 @@ def read_topic(bootstrap: str, topic: str, expect: int, timeout: float = 20) -> 
     finally:
         consumer.close()
     return got
+
+
+def replay_cli(
+    bootstrap: str, dsn: str, *, into: str, topic: str, group: str, dlq_topic: str
+) -> subprocess.CompletedProcess[str]:
+    """`incident-memory replay --from-beginning` of `topic` into the schema `into`, as a user runs it."""
+    cli = str(Path(sys.executable).parent / "incident-memory")
+    return subprocess.run(
+        [cli, "replay", "--from-beginning", "--into", into, "--topic", topic, "--group", group,
+         "--dlq-topic", dlq_topic, "--batch-size", "1000"],
+        env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "DATABASE_URL": dsn},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def project_until_caught_up(conn: psycopg.Connection, config: ProjectorConfig, high: dict[int, int]) -> None:
+    """Run the live projector on its own thread until its stored offsets reach `high`, then stop it."""
+    stop = threading.Event()
+    live = threading.Thread(target=Projector(config).run, args=(stop,))
+    live.start()
+    try:
+        wait_until(lambda: caught_up(conn, config.group, config.topic, high), 30, "live projection")
+    finally:
+        stop.set()
+        live.join(30)

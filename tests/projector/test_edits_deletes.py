@@ -5,11 +5,6 @@ the model sees of that message, and redelivery and replay give the same rows (in
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import threading
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -21,14 +16,12 @@ from services.compactor.turns import with_turn_compact
 from services.context_render.context import load_context
 from services.ingest.slack_events import Callback, map_payload
 from services.projector.config import ProjectorConfig
-from services.projector.projector import Projector
 from services.runtime.kafka import producer_config
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.settings import Settings
 
-from .helpers import MESSAGE_COLUMNS, apply_events, caught_up, high_watermarks, wait_until
+from .helpers import MESSAGE_COLUMNS, apply_events, high_watermarks, project_until_caught_up, replay_cli
 
-CLI = str(Path(sys.executable).parent / "incident-memory")
 TS = "1710600000.000100"  # the Slack thread
 T = f"C123ABC456-{TS}"
 PASTE, NOTE = "1710600100.000200", "1710600200.000300"
@@ -107,14 +100,7 @@ def test_a_deleted_paste_never_reaches_the_context_and_an_edit_is_all_the_model_
         kafka=KafkaClient.plaintext(stack.kafka_bootstrap_servers), dsn=pg_dsn, schema=pg_schema,
         topic=topic, dlq_topic=topic_names["dlq"], group=group, batch_size=2,
     )  # fmt: skip
-    stop = threading.Event()
-    live = threading.Thread(target=Projector(config).run, args=(stop,))
-    live.start()
-    try:
-        wait_until(lambda: caught_up(pg_conn, group, topic, high), 30, "live projection")
-    finally:
-        stop.set()
-        live.join(30)
+    project_until_caught_up(pg_conn, config, high)
 
     seen = context_text(pg_conn)
     paste_id, note_id = message_id(T, None, "human", PASTE), message_id(T, None, "human", NOTE)
@@ -129,12 +115,8 @@ def test_a_deleted_paste_never_reaches_the_context_and_an_edit_is_all_the_model_
 
     into = f"{pg_schema}_replay"
     try:
-        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap_servers, "DATABASE_URL": pg_dsn}
-        done = subprocess.run(
-            [CLI, "replay", "--from-beginning", "--into", into, "--topic", topic, "--group", group,
-             "--dlq-topic", topic_names["dlq"], "--batch-size", "1000"],
-            env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        done = replay_cli(stack.kafka_bootstrap_servers, pg_dsn, into=into, topic=topic, group=group,
+                          dlq_topic=topic_names["dlq"])  # fmt: skip
         assert done.returncode == 0, done.stderr
         rows = [
             pg_conn.execute(f'SELECT {MESSAGE_COLUMNS} FROM "{s}".agent_messages ORDER BY seq').fetchall()

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import threading
 from datetime import timedelta
-from pathlib import Path
 
 import psycopg
 from confluent_kafka import Producer
@@ -18,14 +13,11 @@ from schemas.events import EventBase, IncidentStateChanged, RecalledIncident, Re
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
 from services.projector.config import ProjectorConfig
-from services.projector.projector import Projector
 from services.runtime.kafka import producer_config
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.settings import Settings
 
-from .helpers import MESSAGE_COLUMNS, caught_up, high_watermarks, wait_until
-
-CLI = str(Path(sys.executable).parent / "incident-memory")
+from .helpers import MESSAGE_COLUMNS, high_watermarks, project_until_caught_up, replay_cli
 
 
 def history() -> list[EventBase]:
@@ -105,22 +97,11 @@ def test_replay_into_a_fresh_schema_equals_the_live_projection(
         group=group,
         batch_size=9,
     )
-    stop = threading.Event()
-    live = threading.Thread(target=Projector(config).run, args=(stop,))
-    live.start()
-    try:
-        wait_until(lambda: caught_up(pg_conn, group, topic, high), 30, "live projection")
-    finally:
-        stop.set()
-        live.join(30)
+    project_until_caught_up(pg_conn, config, high)
     into = f"{pg_schema}_replay"
     try:
-        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap_servers, "DATABASE_URL": pg_dsn}
-        done = subprocess.run(
-            [CLI, "replay", "--from-beginning", "--into", into, "--topic", topic, "--group", group,
-             "--dlq-topic", topic_names["dlq"], "--batch-size", "1000"],
-            env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        done = replay_cli(stack.kafka_bootstrap_servers, pg_dsn, into=into, topic=topic, group=group,
+                          dlq_topic=topic_names["dlq"])  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert "ev/s" in done.stderr  # the progress bar, with its rate
         assert f"replayed {len(events):,} events" in done.stdout

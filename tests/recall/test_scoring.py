@@ -6,7 +6,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from schemas.recall import may_see, visible_channels
-from schemas.recall_scoring import Candidate, Rarity, rank
+from schemas.recall_scoring import Candidate, Hit, Rarity, explained, pick
 
 HOUR = 3600.0
 
@@ -24,6 +24,11 @@ def profile(thread: str, *, service: str = "checkout-api", alert: str = "KubePod
 OOM = "fatal error: js heap out of memory"
 REFUSED = "connect econnrefused <ip>"
 COMMON = "get /health <n>"
+
+
+def rank(q: Candidate, candidates: list[Candidate], rarity: Rarity, k: int = 5) -> list[Hit]:
+    """What recall does after its reads: pick, then explain the picked (from their own profiles)."""
+    return explained(q, pick(q, candidates, rarity, k=k), rarity)
 
 
 def test_a_look_alike_with_other_patterns_never_ranks_above_the_true_match() -> None:

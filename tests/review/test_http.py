@@ -173,6 +173,26 @@ def test_a_rederivations_diff_shows_lost_facts_and_both_compacts(
     assert str(markupsafe.escape(pair["before"])) in page and str(markupsafe.escape(pair["after"])) in page
 
 
+def _drill(
+    serve_schema, pg_schema: str, owner_conn, ts: str, tool: str, raw: object, compact: dict
+) -> tuple[dict, dict, str]:
+    """A tool row written with `compact` (also the digest as first written), then its first two items
+    drilled into: their JSON views and the HTML page of the first."""
+    insert_row(owner_conn, f"{ts}:1:tools:0", ts, 1, "tool", raw, compact, "call_1")
+    owner_conn.execute(
+        "INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens,"
+        " created_at) VALUES (%s, %s, 'h', %s, 'call_1', %s, 1, now())",
+        (ts, tool, f"{ts}:1:tools:0", json.dumps(compact)),
+    )
+    row = f"/threads/{ts}/rows/{ts}:1:tools:0"
+    json_accept = {"Accept": "application/json"}
+    with serve_schema(pg_schema) as served, httpx.Client(base_url=served.url) as http:
+        first, second = (
+            http.get(row, params={"pattern": k}, headers=json_accept).json()["pattern"] for k in "01"
+        )
+        return first, second, http.get(row, params={"pattern": "0"}).text
+
+
 def test_a_pod_events_group_leads_to_the_events_it_sums(serve_schema, pg_schema: str, owner_conn) -> None:
     ts = "1710000000.000011"
     insert_incident(owner_conn, ts, "checkout", "C0PODS")
@@ -187,18 +207,7 @@ def test_a_pod_events_group_leads_to_the_events_it_sums(serve_schema, pg_schema:
         "items": [{**item, "count": 10}, {**item, "count": 5}, {**item, "reason": "Unhealthy"}],
     }
     compact = {"events": ["15× 03:13:30–03:14:04 Warning BackOff 1 pod", "1× Warning Unhealthy 1 pod"]}
-    insert_row(owner_conn, f"{ts}:1:tools:0", ts, 1, "tool", raw, compact, "call_1")
-    owner_conn.execute(
-        "INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens,"
-        " created_at) VALUES (%s, 'get_pod_events', 'h', %s, 'call_1', %s, 1, now())",
-        (ts, f"{ts}:1:tools:0", json.dumps(compact)),
-    )
-    row = f"/threads/{ts}/rows/{ts}:1:tools:0"
-    with serve_schema(pg_schema) as served, httpx.Client(base_url=served.url) as http:
-        got = http.get(row, params={"pattern": "0"}, headers={"Accept": "application/json"}).json()["pattern"]
-        other = http.get(row, params={"pattern": "1"}, headers={"Accept": "application/json"}).json()[
-            "pattern"
-        ]
+    got, other, _page = _drill(serve_schema, pg_schema, owner_conn, ts, "get_pod_events", raw, compact)
     assert (got["stated"], got["found"], got["events"], got["agrees"]) == (15, 15, 2, True)
     assert [line["n"] for line in got["lines"]] == [0, 1]
     assert (other["found"], other["agrees"]) == (1, True)
@@ -229,19 +238,7 @@ def test_a_prometheus_series_line_leads_to_the_samples_of_each_trend_segment(
             "2 series {pod=b-*}: 1..2",
         ]
     }
-    insert_row(owner_conn, f"{ts}:1:tools:0", ts, 1, "tool", raw, compact, "call_1")
-    owner_conn.execute(
-        "INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens,"
-        " created_at) VALUES (%s, 'query_prometheus', 'h', %s, 'call_1', %s, 1, now())",
-        (ts, f"{ts}:1:tools:0", json.dumps(compact)),
-    )
-    row = f"/threads/{ts}/rows/{ts}:1:tools:0"
-    with serve_schema(pg_schema) as served, httpx.Client(base_url=served.url) as http:
-        one = http.get(row, params={"pattern": "0"}, headers={"Accept": "application/json"}).json()["pattern"]
-        group = http.get(row, params={"pattern": "1"}, headers={"Accept": "application/json"}).json()[
-            "pattern"
-        ]
-        page = http.get(row, params={"pattern": "0"}).text
+    one, group, page = _drill(serve_schema, pg_schema, owner_conn, ts, "query_prometheus", raw, compact)
     assert (one["stated"], one["found"], one["listed"], one["agrees"]) == (1, 1, 5, True)
     flat, rising = one["segments"]
     assert (flat["label"], flat["points"], flat["min"], flat["max"]) == ("start", 2, 100, 100)
@@ -287,21 +284,7 @@ def test_a_tempo_error_group_leads_to_its_spans(serve_schema, pg_schema: str, ow
             '1× checkout-api payment.charge ERROR "card declined" 10ms',
         ]
     }
-    insert_row(owner_conn, f"{ts}:1:tools:0", ts, 1, "tool", raw, compact, "call_1")
-    owner_conn.execute(
-        "INSERT INTO tool_digest_cache (thread_ts, tool, args_hash, message_id, tool_call_id, compact, tokens,"
-        " created_at) VALUES (%s, 'query_tempo', 'h', %s, 'call_1', %s, 1, now())",
-        (ts, f"{ts}:1:tools:0", json.dumps(compact)),
-    )
-    row = f"/threads/{ts}/rows/{ts}:1:tools:0"
-    with serve_schema(pg_schema) as served, httpx.Client(base_url=served.url) as http:
-        first = http.get(row, params={"pattern": "0"}, headers={"Accept": "application/json"}).json()[
-            "pattern"
-        ]
-        second = http.get(row, params={"pattern": "1"}, headers={"Accept": "application/json"}).json()[
-            "pattern"
-        ]
-        page = http.get(row, params={"pattern": "0"}).text
+    first, second, page = _drill(serve_schema, pg_schema, owner_conn, ts, "query_tempo", raw, compact)
     assert (first["stated"], first["found"], first["agrees"]) == (2, 2, True)
     assert [line["ts"] for line in first["lines"]] == ["101.0ms", "140.0ms"]
     assert (second["stated"], second["found"], second["agrees"]) == (1, 1, True)

@@ -56,22 +56,36 @@ def _quoted(message: str, limit: int) -> str:
     return f' "{clip(message, limit)}"' if message else ""
 
 
+def _resolutions(
+    group: _Group, times: _Times, name: str, status: Sequence[str], attrs: str
+) -> tuple[str, ...]:
+    """A group's line, richest first: with its first start and the exemplar's attributes; with its start;
+    terse (no time, the name clipped shorter). `status` is what follows the name in each of the three."""
+    head = group.head
+    n, svc, when, durs = (
+        len(group.spans),
+        clip(head.service, _SERVICE_CHARS),
+        times.at(head.start),
+        group.durations,
+    )
+    forms = (
+        f"{n}× {when} {svc} {clip(name, _NAME_CHARS[0])}{status[0]} {durs}{attrs}",
+        f"{n}× {when} {svc} {clip(name, _NAME_CHARS[0])}{status[1]} {durs}",
+        f"{n}× {svc} {clip(name, _NAME_CHARS[1])}{status[2]} {durs}",
+    )
+    return tuple(dict.fromkeys(forms))
+
+
 def _error_item(item_id: str, group: _Group, times: _Times) -> Item:
     """One group of error spans (same service, name and message): count, ERROR, the message verbatim,
     duration range; its first start and the exemplar's attributes at the richer forms."""
     head = group.head
-    n = len(group.spans)
-    svc = clip(head.service, _SERVICE_CHARS)
-    name = clip(head.name, _NAME_CHARS[0])
     message = _message(head)
-    when = times.at(head.start)
-    durs = group.durations
-    forms = (
-        f"{n}× {when} {svc} {name} ERROR{_quoted(message, _MESSAGE_CHARS[0])} {durs}{_attr_text(head, message)}",
-        f"{n}× {when} {svc} {name} ERROR{_quoted(message, _MESSAGE_CHARS[1])} {durs}",
-        f"{n}× {svc} {clip(head.name, _NAME_CHARS[1])} ERROR{_quoted(message, _MESSAGE_CHARS[2])} {durs}",
+    status = [f" ERROR{_quoted(message, chars)}" for chars in _MESSAGE_CHARS]
+    forms = _resolutions(group, times, head.name, status, _attr_text(head, message))
+    return Item(
+        id=item_id, forms=forms, n=len(group.spans), level="error", pinned=True, first=times.at(head.start)
     )
-    return Item(id=item_id, forms=tuple(dict.fromkeys(forms)), n=n, level="error", pinned=True, first=when)
 
 
 def _folded_item(item_id: str, groups: Sequence[_Group], times: _Times, by_name: bool) -> Item:
@@ -112,22 +126,13 @@ def _folded_item(item_id: str, groups: Sequence[_Group], times: _Times, by_name:
 def _info_item(item_id: str, group: _Group, times: _Times, trace_ns: int) -> Item:
     """One group of non-error spans (same service, same name but for its digits, shown as ranges)."""
     head = group.head
-    n = len(group.spans)
-    svc = clip(head.service, _SERVICE_CHARS)
     name = _name_with_ranges([s.name for s in group.spans])
-    when = times.at(head.start)
-    durs = group.durations
-    forms = (
-        f"{n}× {when} {svc} {clip(name, _NAME_CHARS[0])} {durs}{_attr_text(head, '')}",
-        f"{n}× {when} {svc} {clip(name, _NAME_CHARS[0])} {durs}",
-        f"{n}× {svc} {clip(name, _NAME_CHARS[1])} {durs}",
-    )
     return Item(
         id=item_id,
-        forms=tuple(dict.fromkeys(forms)),
-        n=n,
+        forms=_resolutions(group, times, name, ("", "", ""), _attr_text(head, "")),
+        n=len(group.spans),
         salience=_salience(group, trace_ns),
-        first=when,
+        first=times.at(head.start),
     )
 
 
