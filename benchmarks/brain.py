@@ -36,7 +36,9 @@ WILD = "<*>"
 _DELIMITERS = re.compile(r"[\s,;:=()\[\]{}\"'|]+")
 _ADDRESS = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?(?![\w.])")  # IPv4, with a port
 _COMMON_VARIABLES = (
-    re.compile(r"^(?:0x[0-9a-fA-F]+|(?=[a-fA-F]*\d)[0-9a-fA-F]{6,})$"),  # hexadecimal (ids, addresses, hashes)
+    re.compile(
+        r"^(?:0x[0-9a-fA-F]+|(?=[a-fA-F]*\d)[0-9a-fA-F]{6,})$"
+    ),  # hexadecimal (ids, addresses, hashes)
     re.compile(r"^[-+]?\d+(?:[.,/\-]\d+)*[a-zA-Z%]{0,2}$"),  # numbers, sizes, dates (2005-06-03, 12ms)
 )
 
