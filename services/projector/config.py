@@ -1,4 +1,4 @@
-"""What a projection run needs to know, and the wiring both modes share (schema, writer)."""
+"""What a projection run needs to know, the flags it is read from, and the schema both modes migrate."""
 
 from __future__ import annotations
 
@@ -6,13 +6,9 @@ import argparse
 from dataclasses import dataclass
 
 import psycopg
-from confluent_kafka import Producer
 
 from schemas import topics
 from schemas.migrate import apply_migrations
-from services.projector.metrics import Metrics
-from services.projector.writer import BatchWriter
-from services.runtime.kafka import producer_config
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.settings import Settings
 
@@ -58,17 +54,3 @@ def add_source_arguments(parser: argparse.ArgumentParser, group_help: str | None
 def migrate_schema(dsn: str, schema: str) -> list[str]:
     with psycopg.connect(dsn, autocommit=False) as conn:
         return apply_migrations(conn, schema)
-
-
-def make_writer(config: ProjectorConfig, metrics: Metrics | None, *, notify: bool = True) -> BatchWriter:
-    producer = Producer(producer_config(config.kafka, **{"linger.ms": 0}))
-    return BatchWriter(
-        dsn=config.dsn,
-        schema=config.schema,
-        group=config.group,
-        topic=config.topic,
-        dlq_topic=config.dlq_topic,
-        producer=producer,
-        metrics=metrics,
-        notify=notify,
-    )

@@ -10,11 +10,12 @@ import logging
 import threading
 from collections.abc import Callable
 
-from services.projector.config import ProjectorConfig, make_writer, migrate_schema
+from services.projector.config import ProjectorConfig, migrate_schema
 from services.projector.metrics import Metrics
 from services.projector.plan import WriteOutcome
 from services.projector.runner import ProjectionRunner
 from services.projector.source_group import GroupSource
+from services.projector.writer import make_writer
 
 log = logging.getLogger("projector")
 

@@ -14,10 +14,11 @@ import argparse
 import threading
 from dataclasses import dataclass
 
-from services.projector.config import ProjectorConfig, add_source_arguments, make_writer, migrate_schema
+from services.projector.config import ProjectorConfig, add_source_arguments, migrate_schema
 from services.projector.metrics import Metrics
 from services.projector.runner import ProjectionRunner
 from services.projector.source_catchup import CatchUpSource
+from services.projector.writer import make_writer
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import configure_logging
 

@@ -28,10 +28,11 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from schemas.events import DeadLetter
 from services.projector import store
+from services.projector.config import ProjectorConfig
 from services.projector.decoding import Decoded, Incoming, Prepared, prepare
 from services.projector.metrics import Metrics
 from services.projector.plan import BatchResult, Items, Plan, Rejection, WriteOutcome
-from services.runtime.kafka import dead_letter
+from services.runtime.kafka import dead_letter, producer_config
 from services.runtime.logs import about
 
 log = logging.getLogger("projector.writer")
@@ -56,11 +57,7 @@ class DeliveryFailed(Exception):
 class BatchWriter:
     """Owns the Postgres connection and the DLQ producer of one projector (or one replay)."""
 
-    dsn: str
-    schema: str
-    group: str
-    topic: str
-    dlq_topic: str
+    config: ProjectorConfig  # where it writes (dsn, schema), whose offsets (group, topic), its DLQ
     producer: Producer
     metrics: Metrics | None = None
     notify: bool = True
@@ -75,7 +72,7 @@ class BatchWriter:
     def connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._drop_connection()
-            self._conn = store.connect(self.dsn, self.schema)
+            self._conn = store.connect(self.config.dsn, self.config.schema)
         return self._conn
 
     def _drop_connection(self) -> None:
@@ -117,7 +114,9 @@ class BatchWriter:
 
     def load_offsets(self, stop: threading.Event | None = None) -> dict[int, int]:
         return self.retrying(  # type: ignore[no-any-return]
-            "load offsets", lambda: store.load_offsets(self.connection(), self.group, self.topic), stop
+            "load offsets",
+            lambda: store.load_offsets(self.connection(), self.config.group, self.config.topic),
+            stop,
         )
 
     def assign(self, partitions: Sequence[int], stored: dict[int, int]) -> None:
@@ -203,11 +202,11 @@ class BatchWriter:
         return store.apply_batch(
             conn,
             items,
-            group=self.group,
-            topic=self.topic,
+            group=self.config.group,
+            topic=self.config.topic,
             partitions=list(next_offsets),
             next_offsets=next_offsets,
-            schema=self.schema,
+            schema=self.config.schema,
             notify=notify,
             threads=threads,
             plans=self.plans,
@@ -229,7 +228,12 @@ class BatchWriter:
         for k in sorted(reasons):
             i = decoded[k].incoming
             letters.append(
-                (k, dead_letter(reasons[k] or "?", STAGE, i.value, self.topic, i.partition, i.offset, i.key))
+                (
+                    k,
+                    dead_letter(
+                        reasons[k] or "?", STAGE, i.value, self.config.topic, i.partition, i.offset, i.key
+                    ),
+                )
             )
         return letters
 
@@ -245,7 +249,7 @@ class BatchWriter:
         for k, letter in letters:
             self.producer.poll(0)
             self.producer.produce(
-                self.dlq_topic,
+                self.config.dlq_topic,
                 key=(letter.key or "").encode(),
                 value=letter.to_bytes(),
                 on_delivery=on_delivery,
@@ -276,3 +280,9 @@ class BatchWriter:
         if self.metrics is not None:
             self.metrics.observe_commit(decoded, outcome, time.time())
         return outcome
+
+
+def make_writer(config: ProjectorConfig, metrics: Metrics | None, *, notify: bool = True) -> BatchWriter:
+    """The writer of a projection run, with a DLQ producer that sends at once (no linger)."""
+    producer = Producer(producer_config(config.kafka, **{"linger.ms": 0}))
+    return BatchWriter(config=config, producer=producer, metrics=metrics, notify=notify)

@@ -22,12 +22,14 @@ from schemas.events import EventBase, HumanMessage, IncidentStateChanged, ReRend
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
 from services.projector import plan_copy, sql, store
+from services.projector.config import ProjectorConfig
 from services.projector.decoding import Incoming, prepare
 from services.projector.gc_pacer import GcPacer
 from services.projector.mapping import map_event
 from services.projector.plan import Plan
 from services.projector.writer import BatchWriter
 from services.runtime.kafka import producer_config
+from services.runtime.kafka_client import KafkaClient
 from services.runtime.settings import Settings
 
 from .helpers import messages, read_topic, table
@@ -226,14 +228,12 @@ def partition_0_writer(
     stack: Settings, pg_dsn: str, pg_schema: str, topic_names: dict[str, str]
 ) -> BatchWriter:
     """A writer (no NOTIFY) that owns partition 0 of the test's compacted topic, nothing stored yet."""
+    config = ProjectorConfig(
+        kafka=KafkaClient.plaintext(stack.kafka_bootstrap_servers), dsn=pg_dsn, schema=pg_schema, group="g",
+        topic=topic_names["compacted"], dlq_topic=topic_names["dlq"],
+    )  # fmt: skip
     writer = BatchWriter(
-        dsn=pg_dsn,
-        schema=pg_schema,
-        group="g",
-        topic=topic_names["compacted"],
-        dlq_topic=topic_names["dlq"],
-        producer=Producer(producer_config(stack.kafka_bootstrap_servers)),
-        notify=False,
+        config=config, producer=Producer(producer_config(stack.kafka_bootstrap_servers)), notify=False
     )
     writer.assign([0], {})
     return writer
