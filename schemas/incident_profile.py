@@ -19,6 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from schemas.ids import split_thread_key
+from schemas.incident_locus import (
+    alert_nodes,
+    is_node_event,
+    log_dependencies,
+    pod_event_nodes,
+    ranked,
+    trace_dependencies,
+)
 
 MAX_SIGNATURES: Final = 64  # per incident: the largest patterns, errors first
 MAX_DISCUSSION_CHARS: Final = 20_000
@@ -101,24 +109,42 @@ def decisions(text: str) -> list[str]:
 
 
 def loki_facts(raw: Any) -> dict[str, Any]:
-    """Pattern skeletons of a Loki `query_range` answer, with exact counts; errors flagged."""
+    """Pattern skeletons of a Loki `query_range` answer, with exact counts; errors flagged; and the
+    dependencies its error lines fail to reach (`schemas/incident_locus.py`), when any."""
     counts: Counter[str] = Counter()
+    errors: list[str] = []
     for stream in _get(raw, "data", "result") or []:
         for value in (stream.get("values") or []) if isinstance(stream, dict) else []:
             if isinstance(value, list) and len(value) >= 2 and isinstance(value[1], str):
-                counts[skeleton(value[1])] += 1
-    ranked = sorted(counts.items(), key=lambda kv: (not is_error(kv[0]), -kv[1], kv[0]))
-    return {"patterns": {k: n for k, n in ranked[:MAX_SIGNATURES] if k}}
+                skel = skeleton(value[1])
+                counts[skel] += 1
+                if is_error(skel):
+                    errors.append(value[1])
+    top = sorted(counts.items(), key=lambda kv: (not is_error(kv[0]), -kv[1], kv[0]))
+    facts: dict[str, Any] = {"patterns": {k: n for k, n in top[:MAX_SIGNATURES] if k}}
+    return _with("dependencies", log_dependencies(errors), facts)
 
 
 def pod_event_facts(raw: Any) -> dict[str, Any]:
-    """Kubernetes event reasons with summed counts."""
+    """The pods' event reasons with summed counts, and the nodes reported in trouble, when any. An event on a
+    Node object is the node's (its locus), not a reason of the incident's pods."""
     reasons: Counter[str] = Counter()
     for item in (raw.get("items") or []) if isinstance(raw, dict) else []:
-        if isinstance(item, dict) and isinstance(item.get("reason"), str):
+        if isinstance(item, dict) and isinstance(item.get("reason"), str) and not is_node_event(item):
             count = item.get("count")
             reasons[item["reason"]] += count if isinstance(count, int) and count > 0 else 1
-    return {"reasons": dict(sorted(reasons.items()))}
+    return _with("nodes", pod_event_nodes(raw), {"reasons": dict(sorted(reasons.items()))})
+
+
+def tempo_facts(raw: Any) -> dict[str, Any]:
+    """The dependencies a trace's failed client spans called (an empty fact when none failed)."""
+    return _with("dependencies", trace_dependencies(raw), {})
+
+
+def _with(key: str, counts: Mapping[str, int], facts: dict[str, Any]) -> dict[str, Any]:
+    """`facts` with the loci under `key` when there are any (a fact without loci keeps its old shape)."""
+    kept = ranked(counts)
+    return {**facts, key: {k: counts[k] for k in sorted(kept)}} if kept else facts
 
 
 def prometheus_facts(raw: Any) -> dict[str, Any]:
@@ -161,7 +187,9 @@ def alert_facts(alert: Mapping[str, Any], alertname: str, service: str, status: 
         labels = alert["labels"]
     picked = {k: str(labels[k]) for k in LABEL_KEYS if isinstance(labels, dict) and k in labels}
     picked["service"] = service
-    return {"alertname": alertname, "labels": picked, "status": status}
+    facts: dict[str, Any] = {"alertname": alertname, "labels": picked, "status": status}
+    nodes = alert_nodes(alertname, labels) if isinstance(labels, dict) else []
+    return {**facts, "nodes": dict.fromkeys(nodes, 1)} if nodes else facts
 
 
 def _get(value: Any, *path: str) -> Any:
@@ -207,6 +235,8 @@ class Profile:
     claims: tuple[str, ...] = ()
     decisions: tuple[str, ...] = ()
     discussion: str = ""
+    nodes: tuple[str, ...] = ()  # troubled nodes, most reported first (`schemas/incident_locus.py`)
+    dependencies: tuple[str, ...] = ()  # failing dependencies, most reported first
 
 
 def build_profile(thread_ts: str, facts: Iterable[Fact]) -> Profile:
@@ -235,7 +265,18 @@ def build_profile(thread_ts: str, facts: Iterable[Fact]) -> Profile:
         claims=_accepted_claims(ordered),
         decisions=tuple(d for f in humans for d in f.facts.get("decisions") or ())[:MAX_DECISIONS],
         discussion="\n".join(str(f.facts.get("text") or "") for f in humans)[:MAX_DISCUSSION_CHARS],
+        nodes=_loci(ordered, "nodes"),
+        dependencies=_loci(ordered, "dependencies"),
     )
+
+
+def _loci(facts: Sequence[Fact], key: str) -> tuple[str, ...]:
+    """Nodes or dependencies over all facts, each by its largest report (the same query asked twice is once)."""
+    total: dict[str, int] = {}
+    for f in facts:
+        for name, count in (f.facts.get(key) or {}).items():
+            total[name] = max(total.get(name, 0), int(count))
+    return tuple(ranked(total))
 
 
 def _merged_counts(facts: Sequence[Fact], key: str) -> dict[str, int]:

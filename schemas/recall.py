@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
@@ -22,6 +23,7 @@ from schemas.recall_keys import label_key, reason_key
 from schemas.recall_scoring import Candidate, Hit, Rarity, explained, pick, signature_weight
 
 GROUPS_ENV: Final = "RECALL_CHANNEL_GROUPS"
+CHANNEL_ID: Final = re.compile(r"[CGD][A-Z0-9]{2,20}")  # Slack's ids; a name (#payments) is a mistake
 CANDIDATES: Final = 50  # by shared signatures; half as many by alert and service; as many by time
 PER_KEY: Final = 200  # the newest incidents read per signature before ranking by what they share
 OPEN_AT_MOST: Final = "7 days"  # an incident opened longer ago than this is not looked at as concurrent
@@ -45,6 +47,9 @@ def channel_groups(raw: str | None = None) -> tuple[frozenset[str], ...]:
         isinstance(g, list) and all(isinstance(c, str) and c for c in g) for g in value
     ):
         raise RecallError(f"{GROUPS_ENV}: expected a list of lists of channel ids")
+    for channel in (c for g in value for c in g):
+        if not CHANNEL_ID.fullmatch(channel):
+            raise RecallError(f"{GROUPS_ENV}: {channel!r} is not a Slack channel id (like C0123ABCD)")
     return tuple(frozenset(g) for g in value)
 
 
@@ -73,7 +78,7 @@ def may_see(
 _IDENTITY_COLUMNS = """thread_ts, alertname, service, namespace, cluster, severity, channel, private,
     extract(epoch FROM opened_at)::float8, extract(epoch FROM resolved_at)::float8"""
 _COLUMNS = f"""{_IDENTITY_COLUMNS}, patterns, error_patterns,
-    reasons, shapes, tsvector_to_array(discussion_tsv), decisions, claims"""
+    reasons, shapes, tsvector_to_array(discussion_tsv), decisions, claims, nodes, dependencies"""
 
 _ONE = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = %s"
 
@@ -83,7 +88,7 @@ _ONE = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = %s"
 _SHORT_COLUMNS = f"""{_IDENTITY_COLUMNS}, signatures, error_patterns,
     reason_keys, shapes,
     (SELECT count(*)::int FROM unnest(tsvector_to_array(discussion_tsv)) w WHERE w = ANY(%(lexemes)s::text[])),
-    length(discussion_tsv)"""
+    length(discussion_tsv), nodes, dependencies"""
 
 # Candidates, each source bounded and confined to the channels the thread may see, read from recall's
 # inverted index (migration 009) so no source sorts every incident holding a common key:
@@ -139,7 +144,7 @@ def _identity(row: Sequence[Any]) -> dict[str, Any]:
 
 
 def candidate_of(row: Sequence[Any]) -> Candidate:
-    patterns, errors, reasons, shapes, lexemes, decisions, claims = row[10:]
+    patterns, errors, reasons, shapes, lexemes, decisions, claims, nodes, dependencies = row[10:]
     return Candidate(
         **_identity(row),
         patterns=dict(patterns or {}),
@@ -149,12 +154,14 @@ def candidate_of(row: Sequence[Any]) -> Candidate:
         lexemes=frozenset(lexemes or ()),
         decisions=tuple(decisions or ()),
         claims=tuple(claims or ()),
+        nodes=frozenset(nodes or ()),
+        dependencies=frozenset(dependencies or ()),
     )
 
 
 def short_candidate_of(row: Sequence[Any]) -> Candidate:
     """A candidate as scoring reads it (`_SHORT_COLUMNS`): signatures and reasons without their counts."""
-    signatures, errors, reasons, shapes, shared_words, words = row[10:]
+    signatures, errors, reasons, shapes, shared_words, words, nodes, dependencies = row[10:]
     return Candidate(
         **_identity(row),
         patterns=dict.fromkeys(signatures or (), 0),
@@ -163,6 +170,8 @@ def short_candidate_of(row: Sequence[Any]) -> Candidate:
         shapes=frozenset(shapes or ()),
         lexemes=frozenset(),
         text_overlap=(int(shared_words), int(words)),
+        nodes=frozenset(nodes or ()),
+        dependencies=frozenset(dependencies or ()),
     )
 
 

@@ -79,6 +79,8 @@ def query_of(conn: psycopg.Connection, profile: Profile) -> Candidate:
         lexemes=frozenset(row[0] if row and row[0] else ()),
         decisions=profile.decisions,
         claims=profile.claims,
+        nodes=frozenset(profile.nodes),
+        dependencies=frozenset(profile.dependencies),
     )
 
 

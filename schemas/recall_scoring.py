@@ -24,7 +24,7 @@ ERROR_FACTOR: Final = 2.0
 # reasons, by rarity) the other open incident must hold to be called part of the same outage. One rare
 # shared error is not enough: a look-alike cause shows the same symptom (benchmarks/bench_recall.py).
 CAUSE_SHARE: Final = 0.5
-REASONS_ALONE: Final = 2
+OTHER_SHARE: Final = 0.25
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class Candidate:
     # (lexemes shared with the query, lexemes of this incident), counted by Postgres for a shortlisted
     # candidate whose words are not read (`lexemes` is then empty): the same Jaccard, none of the transfer.
     text_overlap: tuple[int, int] | None = None
+    nodes: frozenset[str] = frozenset()  # troubled nodes (`schemas/incident_locus.py`)
+    dependencies: frozenset[str] = frozenset()  # failing dependencies
 
 
 @dataclass(frozen=True)
@@ -155,25 +157,37 @@ def error_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
 
 
 def shares_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
-    """Same cause signature, for two incidents already open together (the caller checks the time).
+    """Same cause, for two incidents already open together (the caller checks the time).
 
-    Most (by rarity) of one's comparable error patterns and pod reasons are the other's. Where they can be
-    compared on pod reasons only (one side has no logs), reasons are drawn from a small vocabulary: that
-    share counts on the same alert or service; on another alert and service only the same set of at least
-    `REASONS_ALONE` reasons does (one common reason shared by chance is not an outage).
+    - Both report the same place in trouble: a troubled node or a failing dependency.
+    - Or both looked at logs, most (by rarity) of one's comparable error patterns and pod reasons are the
+      other's, and at least `OTHER_SHARE` of the other's are the one's (a symptom one incident shows among
+      many of its own is not a shared cause).
+    - Or, where logs cannot be compared (one side has none), most (by rarity) of one's pod reasons are the
+      other's AND both fire the same alert or on the same service. Reasons come from a small vocabulary, so
+      some are shared by chance across a fleet, and a look-alike cause has the same alert on the same
+      services: neither alone is a cause.
     """
-    logs = bool(q.patterns and c.patterns and (q.error_patterns or c.error_patterns))
-    if max(cause_share(q, c, rarity), cause_share(c, q, rarity)) < CAUSE_SHARE:
-        return not logs and _same_reasons(q, c)  # errors, where both have them, outweigh reasons
-    same_source = any(
-        q.labels.get(k) and q.labels.get(k) == c.labels.get(k) for k in ("alertname", "service")
-    )
-    return logs or same_source or _same_reasons(q, c)
+    if shared_locus(q, c):
+        return True
+    if not (q.patterns and c.patterns and (q.error_patterns or c.error_patterns)):
+        return min(cause_share(q, c, rarity), cause_share(c, q, rarity)) >= CAUSE_SHARE and _same_source(q, c)
+    mutual = min(cause_share(q, c, rarity), cause_share(c, q, rarity))
+    return cause_share_either(q, c, rarity) >= CAUSE_SHARE and mutual >= OTHER_SHARE
 
 
-def _same_reasons(q: Candidate, c: Candidate) -> bool:
-    """The same set of at least `REASONS_ALONE` pod reasons: a cause signature even without logs or labels."""
-    return len(q.reasons) >= REASONS_ALONE and set(q.reasons) == set(c.reasons)
+def cause_share_either(q: Candidate, c: Candidate, rarity: Rarity) -> float:
+    """The larger share: one incident's comparable cause signature held by the other (either way round)."""
+    return max(cause_share(q, c, rarity), cause_share(c, q, rarity))
+
+
+def _same_source(q: Candidate, c: Candidate) -> bool:
+    return any(q.labels.get(k) and q.labels.get(k) == c.labels.get(k) for k in ("alertname", "service"))
+
+
+def shared_locus(q: Candidate, c: Candidate) -> bool:
+    """A troubled node or a failing dependency both report (`schemas/incident_locus.py`)."""
+    return bool(q.nodes & c.nodes or q.dependencies & c.dependencies)
 
 
 def overlaps(q: Candidate, c: Candidate, window_s: float) -> bool:
@@ -186,7 +200,8 @@ def overlaps(q: Candidate, c: Candidate, window_s: float) -> bool:
 
 
 def explain(q: Candidate, c: Candidate, parts: Mapping[str, float], rarity: Rarity) -> tuple[str, ...]:
-    """The reasons of a hit, most telling first."""
+    """The reasons of a hit, most telling first (a place both report in trouble right after the shared
+    error patterns, so a hit found by it alone names it among its first two)."""
     out: list[str] = []
     same = [
         k
@@ -202,6 +217,11 @@ def explain(q: Candidate, c: Candidate, parts: Mapping[str, float], rarity: Rari
             f"{len(shared_err)} of {len(q.error_patterns)} error patterns shared "
             f"(`{top}` x{q.patterns.get(top, 0)} here, x{c.patterns.get(top, 0)} there)"
         )
+    nodes, dependencies = sorted(q.nodes & c.nodes), sorted(q.dependencies & c.dependencies)
+    if nodes:
+        out.append("same node in trouble: " + ", ".join(nodes[:2]))
+    if dependencies:
+        out.append("same failing dependency: " + ", ".join(dependencies[:2]))
     shared = set(q.patterns) & set(c.patterns)
     if len(shared) > len(shared_err):
         out.append(f"{len(shared)} of {len(q.patterns)} log patterns shared")

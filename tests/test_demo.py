@@ -62,6 +62,12 @@ def test_demo_prints_the_seed_table(stack: Settings, tmp_path: Path) -> None:
         proc.stdout,
         re.M,
     )
+    # The first post, as Slack holds it, links the payments thread and says why (issue 37).
+    assert re.search(
+        r":1:post:0\]  Questions: .*\n\s+\*Concurrent incident\* .*\n"
+        r"\s+• <https://slack\.com/archives/\S+\|\S+>: same alertname; \d+ of \d+ error patterns shared",
+        proc.stdout,
+    ), proc.stdout
     total = re.search(r"total \(21 rows\)\s+([\d,]+)\s+([\d,]+)", proc.stdout)
     assert total, proc.stdout
     raw, ctx = (int(g.replace(",", "")) for g in total.groups())
@@ -83,7 +89,8 @@ def test_demo_prints_the_seed_table(stack: Settings, tmp_path: Path) -> None:
         re.M,
     )
     assert spoke, proc.stdout
-    lines = [line.split() for line in spoke.group(3).splitlines()]
+    posts = [line for line in spoke.group(3).splitlines() if re.match(r"  \d", line)]  # not a post's section
+    lines = [line.split() for line in posts]
     assert lines[0][0] == spoke.group(2)  # the thread's root is the alert post
     tags = [line[1].strip("[]") for line in lines]
     assert [t.rsplit(":", 2)[-2:] for t in tags] == [["alert", "0"], ["post", "0"], ["post", "0"]]

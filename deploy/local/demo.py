@@ -431,6 +431,8 @@ def run(args: argparse.Namespace) -> int:
             tag = ((message.get("metadata") or {}).get("event_payload") or {}).get("event_id", "-")
             first = str(message.get("text") or "").splitlines()[0][:100] if message.get("text") else ""
             print(f"  {message.get('ts')}  [{tag}]  {first}")
+            for line in concurrent_lines(message):
+                print(f"      {line}")
         print(
             f"schema {names.schema}; logs in {run_.root}; `incident-memory show {thread_ts} --schema {names.schema}`"
         )
@@ -442,6 +444,16 @@ def run(args: argparse.Namespace) -> int:
         return serve_review(dsn, names.schema, args.review_port, url)
     print(f"review: `incident-memory review --schema {names.schema}`, then open {url}")
     return 0
+
+
+def concurrent_lines(message: dict[str, Any]) -> list[str]:
+    """The concurrent-incident section of a posted message as Slack holds it (the link and the reasons the
+    poster rendered), so the demo shows what reached the thread, not what was recorded."""
+    for block in message.get("blocks") or []:
+        text = str(((block or {}).get("text") or {}).get("text") or "")
+        if text.startswith("*Concurrent incident"):
+            return text.splitlines()
+    return []
 
 
 def concurrent_alert(

@@ -32,6 +32,7 @@ from services.agent.config import TELEMETRY_ENV, AgentConfig, build_config
 from services.agent.mcp_client import McpToolbox
 from services.agent.offsets import OffsetTracker
 from services.agent.playbooks import load_playbooks
+from services.agent.recall_step import check_channel_groups
 from services.agent.round import Models, RoundResult, TriggerNotProjected, run_round
 from services.agent.toolpath import ProjectionTimeout
 from services.runtime.checks import check_kafka, check_kafka_access
@@ -379,6 +380,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging("agent", args.log_level)
     config = config_from_args(args)
     load_playbooks()  # validated at start: a bad playbook file is a one-line error, not a failed round
+    check_channel_groups()  # RECALL_CHANNEL_GROUPS, likewise
     check_kafka(config.kafka)
     check_kafka_access(
         config.kafka,

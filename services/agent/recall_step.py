@@ -21,11 +21,12 @@ from typing import Final
 import psycopg
 
 from schemas.events import RecalledIncident, RecallRecorded, Wake
-from schemas.recall import channel_groups
+from schemas.recall import RecallError, channel_groups
 from schemas.recall_open import OpenRecall, recall_at_open
 from services.context_render.context import LoadedContext
 from services.context_render.recall_view import hits_of, is_recall_row, recall_id
 from services.runtime.emitter import EventEmitter
+from services.runtime.errors import BadInput
 from services.runtime.logs import about
 
 log = logging.getLogger("agent.recall")
@@ -82,3 +83,12 @@ def recall_step(
     row = next((r for r in ctx.rows if is_recall_row(r.id, r.role)), None)
     recorded = None if row is None else hits_of(row.value)
     return RecallStep(conn, ctx.thread_ts, emitter, channel_groups(), recorded)
+
+
+def check_channel_groups() -> None:
+    """The operator's channel mapping, read at start-up: a bad value is one line and exit 2, never a failed
+    round at the first alert."""
+    try:
+        channel_groups()
+    except RecallError as exc:
+        raise BadInput(str(exc)) from None

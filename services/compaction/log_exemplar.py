@@ -1,6 +1,6 @@
 """The words a Loki pattern is shown by in its terse forms: its exemplar line itself, cut around its
-opening and its rarest words (`excerpt`), or, where that would say less in as many tokens, the
-skeleton of those words (`keywords`); `terse_line` chooses. A leading log4j-style logger is shown as its
+opening and its rarest words (`excerpt`), or, where no run of the line holds those words at a
+bounded cost, the skeleton of those words (`keywords`); `terse_line` chooses. A leading log4j-style logger is shown as its
 class: it is the line's source, like its header. Pure.
 """
 
@@ -143,20 +143,38 @@ def excerpt(message: str, limit: int, spread: Counter[str], constant: frozenset[
     return _joined(chunks, seps, keep)
 
 
+# A terse form shows the line itself whenever it holds the skeleton's words in at most this many
+# times the skeleton's tokens: the fitter then leaves out a lesser pattern (counted in `omitted`) to
+# pay for it. The excerpt may run this much longer than the skeleton to reach those words.
+LINE_COST = 1.5
+_WIDER = (1.0, 1.25, 1.5)
+
+
 def terse_line(
     message: str, limit: int, words: tuple[int, int], spread: Counter[str], constant: frozenset[str]
 ) -> str:
     """A terse form of the exemplar: the line itself, cut to the skeleton's length or `limit`
-    (`excerpt`), whenever it holds every word the skeleton of its words shows (`keywords`:
-    `words` opening and rarest words) in no more tokens; else the skeleton, which then says which
-    message it is in fewer tokens, so a verbatim line never costs a digest a fact or a token."""
+    (`excerpt`), or up to half as long again, as soon as it holds every word the skeleton of its
+    words shows (`keywords`: `words` opening and rarest words) in at most `LINE_COST` times the
+    skeleton's tokens; else the skeleton, which says which message it is where no run of the line
+    can (telling words far apart, or a line of long values). So a verbatim line costs a digest no
+    word the skeleton would have shown (benchmarks/bench_loki_exemplars.py counts the skeletons)."""
     skeleton = keywords(message, *words, spread, constant)
-    line = excerpt(message, max(limit, len(skeleton)), spread, constant)
-    shown = set(_DIGITS.sub("*", line).replace("…", " ").split())
-    needed = {w for w in skeleton.split() if w not in ("...", "…")}
-    if not needed <= shown or line == skeleton:
-        return skeleton
-    return line if count_tokens(line) <= count_tokens(skeleton) else skeleton
+    needed = _said(skeleton.replace("...", " "))
+    base = max(limit, len(skeleton))
+    for wider in _WIDER:
+        line = excerpt(message, int(base * wider), spread, constant)
+        if line == skeleton:
+            return skeleton
+        if needed <= _said(_DIGITS.sub("*", line).replace("…", " ")):
+            return line if count_tokens(line) <= LINE_COST * count_tokens(skeleton) else skeleton
+    return skeleton
+
+
+def _said(text: str) -> set[str]:
+    """The words a terse form says, a logger (`dfs.FSNamesystem:`) as its class (`FSNamesystem:`):
+    the skeleton keeps a short logger's package and the line shows its class, and both say the same."""
+    return {_LOGGER.sub(_package, w) if _LOGGER.match(w) else w for w in text.split()}
 
 
 def _joined(chunks: Sequence[str], seps: Sequence[str], keep: set[int]) -> str:

@@ -11,8 +11,8 @@ Order, which is also the order of what is kept: error-or-worse patterns, largest
 (pinned); then the rest, largest first ("x198 in 76 seconds is itself diagnostic"), warnings
 counting double. Each pattern renders at five resolutions (exemplar and ranges; exemplar;
 a terse form with first/last; the same without times; a shorter one); a terse form is the
-exemplar line cut around its opening and rarest words, or the skeleton of those words where
-the line would say less in as many tokens (`log_exemplar.terse_line`).
+exemplar line cut around its opening and rarest words, or the skeleton of those words where no
+run of the line holds them at a bounded cost (`log_exemplar.terse_line`).
 Pure and deterministic.
 """
 

@@ -29,6 +29,7 @@ from schemas.incident_profile import (
     loki_facts,
     pod_event_facts,
     prometheus_facts,
+    tempo_facts,
 )
 from schemas.tools import tool_map
 from services.boundary.redact import redact_text, redact_value
@@ -50,6 +51,7 @@ _TOOL_FACTS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "query_loki": loki_facts,
     "get_pod_events": pod_event_facts,
     "query_prometheus": prometheus_facts,
+    "query_tempo": tempo_facts,
 }
 _TOOLS = tool_map()
 
@@ -90,14 +92,16 @@ def _visibility(event: HumanMessage, channel_type: str) -> ProfileFact:
 
 
 def _redacted_facts(facts: dict[str, Any]) -> dict[str, Any]:
-    """A tool's facts with every credential a log line held replaced by its typed marker (keys too)."""
-    patterns = facts.get("patterns")
-    if isinstance(patterns, dict):
-        merged: dict[str, int] = {}
-        for key, count in patterns.items():
-            clean = redact_text(key)
-            merged[clean] = merged.get(clean, 0) + count
-        facts = {**facts, "patterns": merged}
+    """A tool's facts with every credential a log line held replaced by its typed marker (keys too: log
+    skeletons and the hosts of failing dependencies)."""
+    for field in ("patterns", "dependencies"):
+        counts = facts.get(field)
+        if isinstance(counts, dict):
+            merged: dict[str, int] = {}
+            for key, count in counts.items():
+                clean = redact_text(key)
+                merged[clean] = merged.get(clean, 0) + count
+            facts = {**facts, field: merged}
     return dict(redact_value(facts))
 
 

@@ -52,11 +52,11 @@ ORDER BY f.thread_ts, f.source_id
 UPSERT_PROFILE = """
 INSERT INTO incident_profiles (thread_ts, alertname, service, namespace, cluster, severity, channel, private,
     opened_at, resolved_at, patterns, signatures, error_patterns, reasons, reason_keys, shapes, claims,
-    decisions, discussion, discussion_tsv, profile_sha256)
+    decisions, discussion, discussion_tsv, nodes, dependencies, profile_sha256)
 VALUES (%(thread_ts)s, %(alertname)s, %(service)s, %(namespace)s, %(cluster)s, %(severity)s, %(channel)s,
     %(private)s, %(opened_at)s, %(resolved_at)s, %(patterns)s::jsonb, %(signatures)s, %(error_patterns)s,
     %(reasons)s::jsonb, %(reason_keys)s, %(shapes)s, %(claims)s, %(decisions)s, %(discussion)s,
-    to_tsvector('english', %(discussion)s), %(sha)s)
+    to_tsvector('english', %(discussion)s), %(nodes)s, %(dependencies)s, %(sha)s)
 ON CONFLICT (thread_ts) DO UPDATE SET
     alertname = EXCLUDED.alertname, service = EXCLUDED.service, namespace = EXCLUDED.namespace,
     cluster = EXCLUDED.cluster, severity = EXCLUDED.severity, channel = EXCLUDED.channel,
@@ -64,7 +64,8 @@ ON CONFLICT (thread_ts) DO UPDATE SET
     patterns = EXCLUDED.patterns, signatures = EXCLUDED.signatures, error_patterns = EXCLUDED.error_patterns,
     reasons = EXCLUDED.reasons, reason_keys = EXCLUDED.reason_keys, shapes = EXCLUDED.shapes,
     claims = EXCLUDED.claims, decisions = EXCLUDED.decisions, discussion = EXCLUDED.discussion,
-    discussion_tsv = EXCLUDED.discussion_tsv, profile_sha256 = EXCLUDED.profile_sha256
+    discussion_tsv = EXCLUDED.discussion_tsv, nodes = EXCLUDED.nodes, dependencies = EXCLUDED.dependencies,
+    profile_sha256 = EXCLUDED.profile_sha256
 WHERE incident_profiles.profile_sha256 <> EXCLUDED.profile_sha256
 """
 
@@ -76,11 +77,12 @@ UPSERT_PROFILES = (
     + f"""SELECT p.thread_ts, p.alertname, p.service, p.namespace, p.cluster, p.severity, p.channel, p.private,
     p.opened_at, p.resolved_at, p.patterns, {_TEXT_ARRAY.format("signatures")}, {_TEXT_ARRAY.format("error_patterns")},
     p.reasons, {_TEXT_ARRAY.format("reason_keys")}, {_TEXT_ARRAY.format("shapes")}, {_TEXT_ARRAY.format("claims")},
-    {_TEXT_ARRAY.format("decisions")}, p.discussion, to_tsvector('english', p.discussion), p.sha
+    {_TEXT_ARRAY.format("decisions")}, p.discussion, to_tsvector('english', p.discussion),
+    {_TEXT_ARRAY.format("nodes")}, {_TEXT_ARRAY.format("dependencies")}, p.sha
 FROM jsonb_to_recordset(%s::jsonb) AS p(thread_ts text, alertname text, service text, namespace text,
     cluster text, severity text, channel text, private boolean, opened_at timestamptz, resolved_at timestamptz,
     patterns jsonb, signatures jsonb, error_patterns jsonb, reasons jsonb, reason_keys jsonb, shapes jsonb,
-    claims jsonb, decisions jsonb, discussion text, sha text)
+    claims jsonb, decisions jsonb, discussion text, nodes jsonb, dependencies jsonb, sha text)
 ORDER BY p.thread_ts
 ON CONFLICT"""
     + UPSERT_PROFILE.split("ON CONFLICT", 1)[1]
@@ -228,6 +230,8 @@ def profile_params(profile: Profile) -> dict[str, Any]:
         "claims": list(profile.claims),
         "decisions": list(profile.decisions),
         "discussion": profile.discussion,
+        "nodes": list(profile.nodes),
+        "dependencies": list(profile.dependencies),
     }
     params["sha"] = hashlib.sha256(canonical_json(params).encode()).hexdigest()  # every column, canonically
     return params

@@ -22,10 +22,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
+from schemas.recall import RecallError, channel_groups
 from services.boundary.redact import redact_text, redact_value
 from services.boundary.scope import Checked, ScopePolicy
 from services.boundary.timearg import BadTimeArg
-from services.runtime.errors import UserFacingError
+from services.runtime.errors import BadInput, UserFacingError
 from services.runtime.logs import configure_logging
 from services.runtime.scope_setting import policy_from_env
 from services.telemetry_mcp import config as config_mod
@@ -308,6 +309,10 @@ def config_from_args(args: argparse.Namespace) -> TelemetryConfig:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    try:
+        channel_groups()  # RECALL_CHANNEL_GROUPS: a bad value is one line at start, not a failed tool call
+    except RecallError as exc:
+        raise BadInput(str(exc)) from None
     try:
         app = build_server(config)
     except UpstreamError as exc:

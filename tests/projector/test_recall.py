@@ -263,11 +263,20 @@ def test_the_batch_upsert_writes_what_the_row_upsert_writes(pg_conn: psycopg.Con
         channel="C0X", private=False, opened_at="2026-03-14T03:00:00+00:00", patterns={OOM.lower(): 3, "b": 1},
         error_patterns=(OOM.lower(),), reasons={"OOMKilling": 2}, shapes=("mem:rising",),
         claims=("z claim", "a claim"), decisions=("rolled back to 3.13.2", "raised the limit"),
-        discussion="heap grows; 'quoted' \"text\" \\ ünïcode",
+        discussion="heap grows; 'quoted' \"text\" \\ ünïcode", nodes=("ip-10-0-9-3", "ip-10-0-1-2"),
+        dependencies=("pg-orders", "mq"),
     )  # fmt: skip
     one, many = profile_params(profile), profile_params(Profile(**{**profile.__dict__, "thread_ts": "b"}))
     pg_conn.execute(UPSERT_PROFILE, one)
     pg_conn.execute(UPSERT_PROFILES, (profiles_document([many]),))
-    rows = pg_conn.execute("SELECT * FROM incident_profiles ORDER BY thread_ts").fetchall()
-    assert [r[1:-1] for r in rows[:1]] == [r[1:-1] for r in rows[1:]] and rows[0][-1] != rows[1][-1]
-    assert rows[0][16] == ["z claim", "a claim"]
+    cur = pg_conn.execute("SELECT * FROM incident_profiles ORDER BY thread_ts")
+    names = [d.name for d in cur.description or ()]
+    rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    assert rows[0].pop("profile_sha256") != rows[1].pop("profile_sha256")
+    assert [rows[0].pop("thread_ts"), rows[1].pop("thread_ts")] == ["a", "b"]
+    assert rows[0] == rows[1]
+    assert rows[0]["claims"] == ["z claim", "a claim"]
+    assert (rows[0]["nodes"], rows[0]["dependencies"]) == (
+        ["ip-10-0-9-3", "ip-10-0-1-2"],
+        ["pg-orders", "mq"],
+    )

@@ -61,18 +61,59 @@ def test_concurrent_needs_the_window_and_a_shared_cause() -> None:
     assert [(h.thread_ts, h.kind) for h in hits] == [("pay", "concurrent"), ("old", "historical")]
 
 
-def test_concurrent_without_logs_on_another_alert_and_service_needs_the_same_reason_set() -> None:
-    """One side has no logs and the labels differ: only the same set of (at least two) pod reasons flags it."""
+def test_concurrent_without_comparable_logs_needs_the_reasons_on_the_same_alert_or_service() -> None:
+    """One side has no logs: pod reasons (a small vocabulary, a pair of them shared by chance across a fleet)
+    flag only on the same alert or service, and only when most of each side's reasons are the other's."""
     now = 100 * HOUR
-    two = {"FailedMount": 2, "NodeNotReady": 1}
+    two = {"FailedMount": 2, "BackOff": 1}
     query = profile("q", reasons=two, opened=now, resolved=None)  # no logs asked
-    same = profile("pay", service="payments", alert="HighErrorRate", patterns={OOM: 5}, errors=(OOM,),
-                   reasons={"FailedMount": 4, "NodeNotReady": 3}, opened=now - 1200, resolved=None)  # fmt: skip
-    one_shared = profile("db", service="db", alert="TargetDown", reasons={"FailedMount": 1, "BackOff": 2},
-                         opened=now - 600, resolved=None)  # fmt: skip
-    rarity = Rarity(100, {OOM: 2, "reason:FailedMount": 10, "reason:NodeNotReady": 10, "reason:BackOff": 10})
-    hits = rank(query, [same, one_shared], rarity)
+    same_alert = profile("pay", service="payments", patterns={OOM: 5}, errors=(OOM,),
+                         reasons={"FailedMount": 4, "BackOff": 3}, opened=now - 1200, resolved=None)  # fmt: skip
+    elsewhere = profile("db", service="db", alert="TargetDown", reasons={"FailedMount": 1, "BackOff": 2},
+                        opened=now - 600, resolved=None)  # fmt: skip
+    rarity = Rarity(100, {OOM: 2, "reason:FailedMount": 10, "reason:BackOff": 10})
+    hits = rank(query, [same_alert, elsewhere], rarity)
     assert [(h.thread_ts, h.kind) for h in hits] == [("pay", "concurrent")]
+
+
+def at(c: Candidate, **changes: object) -> Candidate:
+    return Candidate(**{**c.__dict__, **changes})
+
+
+def test_concurrent_by_a_shared_troubled_node_or_failing_dependency_whatever_the_patterns() -> None:
+    """Two services failing on one dead node, or against one dead database, log different errors: the shared
+    locus is the shared cause. Absent a shared locus, the same incidents are not flagged."""
+    now = 100 * HOUR
+    query = profile("q", patterns={OOM: 9}, errors=(OOM,), opened=now, resolved=None)
+    other = profile("pay", service="payments", alert="TargetDown", patterns={REFUSED: 30}, errors=(REFUSED,),
+                    opened=now - 1200, resolved=None)  # fmt: skip
+    rarity = Rarity(100, {OOM: 2, REFUSED: 2})
+    assert rank(query, [other], rarity) == []
+    node = "ip-10-0-3-17.ec2.internal"
+    on_node = rank(at(query, nodes=frozenset({node})), [at(other, nodes=frozenset({node}))], rarity)
+    assert [(h.thread_ts, h.kind) for h in on_node] == [("pay", "concurrent")]
+    assert any(node in r for r in on_node[0].reasons)
+    db = frozenset({"pg-orders"})
+    on_db = rank(at(query, dependencies=db), [at(other, dependencies=db)], rarity)
+    assert [(h.thread_ts, h.kind) for h in on_db] == [("pay", "concurrent")]
+    assert any("pg-orders" in r for r in on_db[0].reasons)
+    elsewhere = rank(
+        at(query, nodes=frozenset({node})), [at(other, nodes=frozenset({"ip-10-0-4-17"}))], rarity
+    )
+    assert elsewhere == []
+
+
+def test_concurrent_by_patterns_needs_the_other_to_hold_a_share_of_its_own_too() -> None:
+    """A symptom one incident shows among many errors of its own is not a shared cause."""
+    now = 100 * HOUR
+    errs = [f"error e{k} failed" for k in range(5)]
+    query = profile("q", patterns={OOM: 9}, errors=(OOM,), opened=now, resolved=None)
+    many = profile("x", service="x", alert="Other", patterns={OOM: 2, **dict.fromkeys(errs, 3)},
+                   errors=(OOM, *errs), opened=now - 600, resolved=None)  # fmt: skip
+    rarity = Rarity(100, {OOM: 5, **dict.fromkeys(errs, 5)})
+    assert rank(query, [many], rarity) == []
+    few = at(many, patterns={OOM: 2, errs[0]: 3}, error_patterns=frozenset({OOM, errs[0]}))
+    assert [h.kind for h in rank(query, [few], rarity)] == ["concurrent"]
 
 
 def test_visibility_same_channel_or_mapped_public_never_another_private() -> None:
