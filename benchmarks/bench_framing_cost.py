@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 from unittest import mock
 
-from services.agent import judge_input
 from services.agent.mcp_client import McpToolbox
 from services.boundary.framing import PREAMBLE_RULE
-from services.context_render import context, preamble, prompts
+from services.context_render import context, judge_input, preamble, prompts
 from tests.agent.inprocess import Seeded, telemetry_server
 
 

@@ -183,6 +183,13 @@ class AiMessage(EventBase):
     # model's text verbatim. Such a row is a recorded failure, never a claim-less hypothesis.
     failure: str | None = None
     raw_answer: str | None = None
+    # What each model call behind this turn was sent beside the rows it is rebuilt from (issue 38): the
+    # review page rebuilds the call exactly. None: no model call (a playbook turn), or written before.
+    sent: list[SentCall] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_null_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_nulls(handler(self), ("sent",))
 
 
 class Claim(BaseModel):
@@ -254,6 +261,11 @@ class JudgeVerdict(EventBase):
     # validate: why, and the judge's text verbatim when it answered. `grounded` is then False.
     failure: str | None = None
     raw_answer: str | None = None
+    sent: list[SentCall] | None = None  # as AiMessage.sent: the judge's calls, beside what rebuilds them
+
+    @model_serializer(mode="wrap")
+    def _without_null_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_nulls(handler(self), ("sent",))
 
 
 class AnsweredMention(BaseModel):
@@ -380,6 +392,58 @@ class RecallRecorded(EventBase):
     type: Literal["recall_recorded"] = "recall_recorded"
     channel: str | None
     hits: list[RecalledIncident] = Field(default_factory=list)
+    # The model call it was recorded for (the agent appends it to that call's turn): the review page
+    # places it there when it rebuilds the round. None: recorded before the field existed.
+    made_for: MadeFor | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_null_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_nulls(handler(self), ("made_for",))
+
+
+class MadeFor(BaseModel):
+    """A round's model call, by round and node: what a recorded input was made for."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    round: int = Field(ge=1)
+    node: str = Field(min_length=1, max_length=32)
+
+
+class SentMessage(BaseModel):
+    """A message a retry appended to its call's input (the first answer and the repair prompt)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Literal["assistant", "user"]
+    content: str
+
+
+class JudgeBasis(BaseModel):
+    """What the judge's input was built from that the rows do not hold: the raw checks (the numbers each
+    claim states that the raws it cites lack, read by the agent from the raws) and the input budget the
+    payload was shaped to (the deployment's, for the judge's model)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    raw_checks: list[dict[str, Any]]
+    input_budget: int
+
+
+class SentCall(BaseModel):
+    """One model call, as sent beside the rows it is rebuilt from: the tool schemas bound to it (as the
+    agent counted them), its response_format, the messages a retry appended to the node's first input,
+    the endpoint's refusal when it refused the format (the structured-output chain then steps down), the
+    `[checked: ...]` note each tool result it was sent carried (by tool row id), and the judge's basis."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    response_format: dict[str, Any] | None = None
+    appended: list[SentMessage] = Field(default_factory=list)
+    refused: str | None = None
+    checked: dict[str, str] = Field(default_factory=dict)
+    judge_basis: JudgeBasis | None = None
 
 
 ThreadEvent = Annotated[
@@ -449,6 +513,8 @@ def event_from_json(decoded: Any) -> EventBase:
 
 
 AiMessage.model_rebuild()
+JudgeVerdict.model_rebuild()
+RecallRecorded.model_rebuild()
 
 __all__ = [
     "EVENT_TYPES",
@@ -464,12 +530,16 @@ __all__ = [
     "EventDecodeError",
     "HumanMessage",
     "IncidentStateChanged",
+    "JudgeBasis",
     "JudgeVerdict",
+    "MadeFor",
     "MessageDeleted",
     "ReRendered",
     "Role",
     "RoundCommitted",
     "Selection",
+    "SentCall",
+    "SentMessage",
     "SlackPostRecorded",
     "ThreadEvent",
     "ThreadPost",

@@ -23,6 +23,7 @@ from schemas.events import (
     Claim,
     EventBase,
     JudgeVerdict,
+    MadeFor,
     RoundCommitted,
     ThreadPost,
     ToolCall,
@@ -33,16 +34,17 @@ from schemas.tokens import count_tokens, render_for_model
 from services.agent import metrics, outcomes
 from services.agent.answers import HypothesisAnswer, JudgeAnswer
 from services.agent.config import EVIDENCE_TOOL
-from services.agent.judge_evidence import claim_numbers, evidence_index, terse_grades
-from services.agent.judge_input import judge_message
-from services.agent.judge_shape import judge_input_tokens, shape_judge_payload
+from services.agent.judge_evidence import claim_numbers, terse_grades
 from services.agent.playbooks import PlaybookPlan
 from services.agent.round_state import ClaimDraft, HypothesisDraft, RoundDeps, RoundState, VerdictDraft
+from services.agent.sent_calls import SentLog
 from services.agent.structured import Failed, ask_structured
 from services.boundary.redact import redact_text
 from services.context_render import prompts
 from services.context_render.context import message_tokens, stored_args, to_messages, tool_body
 from services.context_render.input_budget import check_input, model_input_tokens, tool_schema_tokens
+from services.context_render.judge_input import evidence_index, judge_message, judge_payload
+from services.context_render.judge_shape import judge_input_tokens, shape_judge_payload
 from services.context_render.preamble import evidence_in_hand, outside_window, pinned_window
 from services.context_render.recall_view import concurrent_of_hits, recall_id, recall_message
 from services.runtime.logs import about
@@ -82,6 +84,7 @@ class RoundGraph:
         self.investigator: Runnable[Any, BaseMessage] = (
             deps.agent_model.bind_tools(self.telemetry) if self.telemetry else deps.agent_model
         )
+        self.sent = SentLog()  # each call's input beside the rows, on the row it produced
 
     def compile(self) -> Any:
         """The compiled StateGraph: investigate loops through tools, then hypothesis, judge, post."""
@@ -141,6 +144,7 @@ class RoundGraph:
                 claims=list(claims),
                 failure=failure,
                 raw_answer=raw_answer,
+                sent=self.sent.take(),
             )
         )
         return envelope["message_id"]
@@ -167,7 +171,7 @@ class RoundGraph:
                 tool_schema_tokens=schema_tokens,
             ),
         )
-        answer = await model.ainvoke(messages)
+        answer = await self.sent.invoke(model, messages, tools)
         if not isinstance(answer, AIMessage):
             raise TypeError(f"model answered {type(answer).__name__}, not an AIMessage")
         return answer
@@ -302,7 +306,7 @@ class RoundGraph:
         deps = self.deps
         turn = list(state.get("turn", []))
         if deps.recall is not None and deps.recalled is None:  # after the investigation: a cause to match
-            deps.recalled = await deps.recall()
+            deps.recalled = await deps.recall(MadeFor(round=deps.round, node="hypothesis"))
             turn.append(recall_message(recall_id(deps.thread_ts), deps.recalled))
         system = SystemMessage(content=f"{deps.preamble}\n\n{prompts.HYPOTHESIS}")
         result = await ask_structured(
@@ -347,14 +351,14 @@ class RoundGraph:
             return await self.nothing_to_judge(state)
         deps = self.deps
         hyp = state.get("hypothesis") or _NO_HYPOTHESIS
-        payload = shape_judge_payload(  # services/agent/judge_shape.py
-            await self.judge_payload(state, hyp),
-            deps.config.input_budget_for(deps.judge_model_name),
-            judge_input_tokens,
+        budget = deps.config.input_budget_for(deps.judge_model_name)
+        payload = shape_judge_payload(  # services/context_render/judge_shape.py
+            await self.judge_payload(state, hyp), budget, judge_input_tokens
         )
+        self.sent.judged_from(payload["raw_checks"], budget)  # what the review page rebuilds it from
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.JUDGE),
-            judge_message(payload),  # framed as data (services/agent/judge_input.py)
+            judge_message(payload),  # framed as data (services/context_render/judge_input.py)
         ]
         result = await ask_structured(
             lambda m, msgs: self.ask(m, "judge", msgs), deps.judge_model, messages, JudgeAnswer
@@ -374,6 +378,7 @@ class RoundGraph:
                 graded_claims=graded,
                 hypothesis_id=str(state.get("hypothesis_id")),
                 model=deps.judge_model_name,
+                sent=self.sent.take(),
             )
         )
         await self.pause()
@@ -385,8 +390,8 @@ class RoundGraph:
     async def judge_payload(self, state: RoundState, hyp: HypothesisDraft) -> dict[str, Any]:
         """What the judge reads: the claims, the evidence they cite, and the numbers it lacks (raw too)."""
         deps = self.deps
-        evidence = evidence_index(deps.ctx, state.get("turn", []))
-        cited = {e for c in hyp["claims"] for e in c["evidence_ids"]}
+        turn = state.get("turn", [])
+        evidence = evidence_index(deps.ctx, turn)
         raws: dict[str, str] = {}
         raw_checks = []
         for k, claim in enumerate(hyp["claims"]):
@@ -399,18 +404,12 @@ class RoundGraph:
                 haystack += raws[eid] + render_for_model(evidence[eid]["digest"])
             missing = [n for n in claim_numbers(claim) if n not in haystack]
             raw_checks.append({"claim": k, "missing": missing})
-        return {
-            "hypothesis_id": state.get("hypothesis_id"),
-            "service": deps.ctx.state.service if deps.ctx.state else None,
-            "summary": hyp["summary"],
-            "claims": hyp["claims"],
-            "evidence": {eid: evidence[eid] for eid in sorted(cited) if eid in evidence},
-            "raw_checks": raw_checks,
-        }
+        hid = state.get("hypothesis_id")
+        return judge_payload(deps.ctx, turn, hyp, hid, raw_checks)  # services/context_render/judge_input.py
 
     async def record_verdict(self, state: RoundState, verdict: JudgeVerdict) -> RoundState:
         """Emit a verdict that grades nothing (a failure), so the post says why there is no answer."""
-        await self.emit(verdict)
+        await self.emit(verdict.model_copy(update={"sent": self.sent.take()}))
         await self.pause()
         return {
             "emitted": [*state.get("emitted", []), verdict.message_id],

@@ -20,7 +20,7 @@ from typing import Final
 
 import psycopg
 
-from schemas.events import RecalledIncident, RecallRecorded, Wake
+from schemas.events import MadeFor, RecalledIncident, RecallRecorded, Wake
 from schemas.recall import RecallError, channel_groups
 from schemas.recall_open import OpenRecall, recall_at_open
 from services.context_render.context import LoadedContext
@@ -43,7 +43,9 @@ class RecallStep:
     groups: tuple[frozenset[str], ...] = ()
     recorded: list[RecalledIncident] | None = None  # already in the context: reused, never recomputed
 
-    async def __call__(self) -> list[RecalledIncident]:
+    async def __call__(self, made_for: MadeFor | None = None) -> list[RecalledIncident]:
+        """The recall, computed and recorded once; `made_for` is the model call the agent appends it to
+        (recorded, so the review page rebuilds that call with it: issue 38)."""
         if self.recorded is None:
             found = await self._compute()
             if found.channel is None:
@@ -58,6 +60,7 @@ class RecallStep:
                 event_time=datetime.now(UTC),
                 channel=found.channel,
                 hits=list(found.hits),
+                made_for=made_for,
             )
             await asyncio.to_thread(self.emitter.send, event)
             self.recorded = list(found.hits)

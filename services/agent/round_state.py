@@ -15,7 +15,7 @@ from typing import Any, NotRequired, TypedDict
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
-from schemas.events import AnsweredMention, RecalledIncident, ToolCall
+from schemas.events import AnsweredMention, MadeFor, RecalledIncident, ToolCall
 from schemas.ids import message_id
 from services.agent.config import AgentConfig
 from services.agent.mcp_client import McpToolbox
@@ -95,7 +95,7 @@ class RoundDeps:
     playbook: PlaybookPlan | None = None  # an alert's deterministic first calls (services/agent/playbooks.py)
     answers: tuple[AnsweredMention, ...] = ()  # the mentions the post answers (services/agent/coalesce.py)
     # An alert's first round recalls other incidents once (services/agent/recall_step.py); None otherwise.
-    recall: Callable[[], Awaitable[list[RecalledIncident]]] | None = None
+    recall: Callable[[MadeFor], Awaitable[list[RecalledIncident]]] | None = None
     recalled: list[RecalledIncident] | None = None
 
     @property

@@ -33,9 +33,9 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from schemas.events import canonical_json
-from services.agent.judge_input import read_judge_input
 from services.boundary.framing import framed_within
 from services.context_render.facts import salient_facts
+from services.context_render.judge_input import read_judge_input
 
 MODEL_NAME = "local-deterministic"
 _WINDOW = re.compile(r"Alert window: (\S+) \.\. (\S+)")

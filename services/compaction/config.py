@@ -46,6 +46,9 @@ from services.runtime.loading import json_object_setting
 #    before the header's detail: a richer header never costs an error pattern a terser one has room
 #    for; error patterns fold only when they cannot all be shown whole, and then as far as is worth
 #    it (the largest lesser patterns beside them); finer steps between folds (issue 36).
+#    Verbatim exemplar lines wherever they cost at most half again the skeleton's tokens; grouping
+#    that holds on all sixteen loghub systems (source tags as header, variable columns, one pattern
+#    per constant-word sequence).
 COMPACTOR_VERSION = f"11.r{REDACTOR_VERSION}"
 
 BUDGETS_ENV = "COMPACTOR_BUDGETS"

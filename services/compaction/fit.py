@@ -139,8 +139,9 @@ def fit(
     `minor` items (one-off log lines) are left out, and counted, first. Only when that would leave
     out a pinned item or one that is not minor are the forms past `least` used: then the minor
     items are left out, and the kept ones get their `least` forms back in order while they fit."""
-    costs = _Costs(candidates, cache)
-    suffixes = _Suffixes(candidates, draft.kind, draft.unit)
+    search = _Search(
+        draft, candidates, _Costs(candidates, cache), _Suffixes(candidates, draft.kind, draft.unit)
+    )
     floors = [it.least for it in candidates]
     tersest = [len(it.forms) - 1 for it in candidates]
     limit = len(candidates) if most is None else min(most, len(candidates))
@@ -149,16 +150,16 @@ def fit(
     slack = 0
     for _ in range(8):
         room = budget - slack
-        plan = _plan(draft, candidates, room, costs, suffixes, most, upgrade, floors, floors)
+        plan = search.plan(room, most, upgrade, floors, floors)
         if floors != tersest and (plan is None or len(plan[1]) < need):
-            terse = _plan(draft, candidates, room, costs, suffixes, need, upgrade, tersest, floors)
+            terse = search.plan(room, need, upgrade, tersest, floors)
             if terse is not None and (plan is None or len(terse[1]) > len(plan[1])):
                 plan = terse
         if plan is None:
             return None
         header, levels = plan
         kept = [candidates[i].forms[lv] for i, lv in enumerate(levels)]
-        compact = render(header, draft.section, kept, suffixes.text(len(levels)))
+        compact = render(header, draft.section, kept, search.suffixes.text(len(levels)))
         tokens = count_value_tokens(compact)
         if tokens <= budget:
             shown = sum(_worth(it) for it in candidates[: len(levels)])
@@ -167,72 +168,84 @@ def fit(
     return None
 
 
-def _plan(
-    draft: Draft,
-    candidates: Sequence[Item],
-    budget: int,
-    costs: _Costs,
-    suffixes: _Suffixes,
-    most: int | None,
-    upgrade: bool,
-    floors: Sequence[int],
-    goals: Sequence[int],
-) -> tuple[Mapping[str, Any], list[int]] | None:
-    """(header, form index of each kept candidate) by the estimates: as many candidates as fit at
-    their `floors` forms, each at least at its `goals` form where that fits (in order), then
-    upgraded one step at a time, round after round; None if nothing fits."""
-    if budget <= 0:
-        return None
-    chosen = _header(draft, candidates, budget, costs, suffixes, most, floors)
-    if chosen is None:
-        return None
-    header, kept, base = chosen
-    fixed = base + suffixes.cost(kept)
-    if not upgrade:
-        return header, list(floors[:kept])
-    # One step at a time from the tersest forms, round after round, as long as that reaches every
-    # kept item's `goals` form (it does whenever the goals fit and are on the way); otherwise the
-    # goals first, in order, then the same rounds.
-    tersest = [len(candidates[i].forms) - 1 for i in range(kept)]
-    levels = _rounds(tersest, fixed, budget, costs)
-    if any(lv > goal for lv, goal in zip(levels, goals, strict=False)):
-        levels = list(floors[:kept])
-        total = fixed + sum(costs(i, lv) for i, lv in enumerate(levels))
-        for i in range(kept):
-            if levels[i] > goals[i]:
-                delta = costs(i, goals[i]) - costs(i, levels[i])
-                if total + delta <= budget:
-                    levels[i] = goals[i]
-                    total += delta
-        levels = _rounds(levels, fixed, budget, costs)
-    return header, levels
+@dataclass(frozen=True)
+class _Search:
+    """What stays the same through one fit's search: the draft, its candidates in order, and the
+    estimated costs of their forms and of every count of what is left out."""
 
+    draft: Draft
+    candidates: Sequence[Item]
+    costs: _Costs
+    suffixes: _Suffixes
 
-def _header(
-    draft: Draft,
-    candidates: Sequence[Item],
-    budget: int,
-    costs: _Costs,
-    suffixes: _Suffixes,
-    most: int | None,
-    floors: Sequence[int],
-) -> tuple[Mapping[str, Any], int, int] | None:
-    """(header, how many candidates it leaves room for, its cost): the richest header that takes at
-    most a quarter of the budget (window, levels and labels are worth more than the last few items),
-    else the tersest one that fits at all; but never a header that leaves out a pinned candidate
-    some terser header has room for: an error pattern is worth more than the header's detail."""
-    options: list[tuple[Mapping[str, Any], int, int]] = []
-    for h_index, header in enumerate(draft.headers):
-        base = count_value_tokens(render(header, draft.section, [], None)) + (2 if candidates else 0)
-        if base > budget // 4 and h_index < len(draft.headers) - 1:
-            continue
-        kept = _longest_prefix(candidates, budget - base, costs, suffixes, most, floors)
-        if kept is not None:
-            options.append((header, kept, base))
-    if not options:
-        return None
-    pinned = sum(1 for it in candidates[: max(kept for _, kept, _ in options)] if it.pinned)
-    return next(o for o in options if sum(1 for it in candidates[: o[1]] if it.pinned) >= pinned)
+    def plan(
+        self, budget: int, most: int | None, upgrade: bool, floors: Sequence[int], goals: Sequence[int]
+    ) -> tuple[Mapping[str, Any], list[int]] | None:
+        """(header, form index of each kept candidate) by the estimates: as many candidates as fit at
+        their `floors` forms, each at least at its `goals` form where that fits (in order), then
+        upgraded one step at a time, round after round; None if nothing fits."""
+        if budget <= 0:
+            return None
+        chosen = self.header(budget, most, floors)
+        if chosen is None:
+            return None
+        header, kept, base = chosen
+        fixed = base + self.suffixes.cost(kept)
+        if not upgrade:
+            return header, list(floors[:kept])
+        # One step at a time from the tersest forms, round after round, as long as that reaches every
+        # kept item's `goals` form (it does whenever the goals fit and are on the way); otherwise the
+        # goals first, in order, then the same rounds.
+        costs = self.costs
+        tersest = [len(self.candidates[i].forms) - 1 for i in range(kept)]
+        levels = _rounds(tersest, fixed, budget, costs)
+        if any(lv > goal for lv, goal in zip(levels, goals, strict=False)):
+            levels = list(floors[:kept])
+            total = fixed + sum(costs(i, lv) for i, lv in enumerate(levels))
+            for i in range(kept):
+                if levels[i] > goals[i]:
+                    delta = costs(i, goals[i]) - costs(i, levels[i])
+                    if total + delta <= budget:
+                        levels[i] = goals[i]
+                        total += delta
+            levels = _rounds(levels, fixed, budget, costs)
+        return header, levels
+
+    def header(
+        self, budget: int, most: int | None, floors: Sequence[int]
+    ) -> tuple[Mapping[str, Any], int, int] | None:
+        """(header, how many candidates it leaves room for, its cost): the richest header that takes at
+        most a quarter of the budget (window, levels and labels are worth more than the last few items),
+        else the tersest one that fits at all; but never a header that leaves out a pinned candidate
+        some terser header has room for: an error pattern is worth more than the header's detail."""
+        draft, candidates = self.draft, self.candidates
+        options: list[tuple[Mapping[str, Any], int, int]] = []
+        for h_index, header in enumerate(draft.headers):
+            base = count_value_tokens(render(header, draft.section, [], None)) + (2 if candidates else 0)
+            if base > budget // 4 and h_index < len(draft.headers) - 1:
+                continue
+            kept = self.longest_prefix(budget - base, most, floors)
+            if kept is not None:
+                options.append((header, kept, base))
+        if not options:
+            return None
+        pinned = sum(1 for it in candidates[: max(kept for _, kept, _ in options)] if it.pinned)
+        return next(o for o in options if sum(1 for it in candidates[: o[1]] if it.pinned) >= pinned)
+
+    def longest_prefix(self, room: int, most: int | None, floors: Sequence[int]) -> int | None:
+        """The most candidates, taken in order at their `floors` forms, that fit in `room` together with
+        the count of the rest; None when not even the count of everything fits."""
+        best = None
+        spent = 0
+        candidates = self.candidates
+        for kept in range((len(candidates) if most is None else min(most, len(candidates))) + 1):
+            if kept:
+                spent += self.costs(kept - 1, floors[kept - 1])
+                if spent > room:
+                    break
+            if spent + self.suffixes.cost(kept) <= room:
+                best = kept
+        return best
 
 
 def _rounds(start: Sequence[int], fixed: int, budget: int, costs: _Costs) -> list[int]:
@@ -251,25 +264,3 @@ def _rounds(start: Sequence[int], fixed: int, budget: int, costs: _Costs) -> lis
                 total += delta
                 changed = True
     return levels
-
-
-def _longest_prefix(
-    candidates: Sequence[Item],
-    room: int,
-    costs: _Costs,
-    suffixes: _Suffixes,
-    most: int | None,
-    floors: Sequence[int],
-) -> int | None:
-    """The most candidates, taken in order at their `floors` forms, that fit in `room` together with
-    the count of the rest; None when not even the count of everything fits."""
-    best = None
-    spent = 0
-    for kept in range((len(candidates) if most is None else min(most, len(candidates))) + 1):
-        if kept:
-            spent += costs(kept - 1, floors[kept - 1])
-            if spent > room:
-                break
-        if spent + suffixes.cost(kept) <= room:
-            best = kept
-    return best

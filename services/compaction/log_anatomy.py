@@ -9,7 +9,10 @@ Nothing here knows a particular system. A stream's header is found from the stre
 the longest run of leading token positions that, on most lines, hold a time-like or numeric
 token, a level, a separator or the same word on every line (a host name); and, where most
 lines carry a level token at one position, everything up to it (and any bracketed
-thread/context tokens right after it). Pure and deterministic.
+thread/context tokens right after it). The header also runs through a source named right after
+it on most lines (a `prog[pid]:` tag, maybe after a host name; a name then ` - `; a logger then its
+`[context]`), when the stream names more than one source, and through word fields between its
+numbers (a component and a state). Pure and deterministic.
 """
 
 from __future__ import annotations
@@ -227,6 +230,9 @@ class HeaderShape:
     level_at: int | None
     level_end: int
     constants: tuple[str | None, ...]
+    # where a source's tag (`sshd[42]:`, `kernel[0]:`, `Logger:`, `prog - `) may end the header
+    tag_at: tuple[int, ...] = ()
+    words_at: tuple[int, ...] = ()  # word fields between the header's numbers (a component, a state)
 
 
 def learn_header(lines: Sequence[str]) -> HeaderShape:
@@ -285,7 +291,83 @@ def learn_header(lines: Sequence[str]) -> HeaderShape:
         if level_end > length:
             constants.extend([None] * (level_end - length))
             length = level_end
-    return HeaderShape(length, level_at, level_end, tuple(constants[:length]))
+    words_at: tuple[int, ...] = ()
+    if level_at is None and length and total >= _MIN_LINES:
+        words_at, length = _word_fields(toks, kinds, length)
+        constants.extend([None] * (length - len(constants)))
+    # After a level the logger's name comes next (log4j, logcat); a host name comes before a tag
+    # only in a header without a level (syslog). A name then a separator (`prog - `, log4j's `%c - `)
+    # is a source too, maybe with one qualifier between (`chrome.exe *64 - `) where no level is.
+    tags = (length,) if level_at is not None else (length, length + 1)
+    seps = (length + 1,) if level_at is not None else (length + 1, length + 2)
+    tag_at = _tag_positions(toks, length, (*tags, *seps)) if total >= _MIN_LINES else ()
+    return HeaderShape(length, level_at, level_end, tuple(constants[:length]), tag_at, words_at)
+
+
+def _first(positions: tuple[int, ...]) -> int:
+    return positions[0] if positions else 0
+
+
+def _word_fields(
+    toks: Sequence[Sequence[str]], kinds: Sequence[Sequence[str]], length: int
+) -> tuple[tuple[int, ...], int]:
+    """Word fields inside a header (HPC's `node-1 unix.hw state_change.up 1077804742 1 message`: a
+    component and a state between numbers): one or two columns of words that are followed, on most
+    lines, by times or numbers are fields, and the header runs through those numbers."""
+
+    def most(pos: int, accept: tuple[str, ...]) -> bool:
+        hits = sum(1 for kind in kinds if len(kind) > pos + 1 and kind[pos] in accept)
+        return hits >= _HEADER_SHARE * len(kinds)
+
+    def varies(pos: int) -> bool:  # a field takes several values; one word on most lines is a message's
+        column = Counter(row[pos] for row in toks if len(row) > pos + 1)
+        return bool(column) and column.most_common(1)[0][1] < _HEADER_SHARE * sum(column.values())
+
+    for width in (1, 2):
+        if not (most(length + width - 1, ("W", "L")) and varies(length + width - 1)):
+            break
+        end = length + width
+        while end < MAX_HEADER_TOKENS and most(end, ("T", "BT")):
+            end += 1
+        if end > length + width:
+            return tuple(range(length, length + width)), end
+    return (), length
+
+
+# A source's tag: a program, component or logger name, maybe with a (facility) and a [pid], ending
+# in a colon (`sshd(pam_unix)[19939]:`, `com.apple.cts[258]:`, `o.a.h.MRAppMaster:`).
+_TAG = re.compile(r"^[A-Za-z_][\w.\-/$@]*(?:\([\w.\-/]+\))?(?:\[\d+\])?:$")
+
+
+def _tag_positions(toks: Sequence[Sequence[str]], length: int, where: tuple[int, ...]) -> tuple[int, ...]:
+    """Where lines name their source right after the header (a `tag:`, or a name and a separator):
+    the header runs to there. A message's first word is no source: most lines must have a tag at one
+    of these places, followed by a message, and name more than one source (one word on every line,
+    `autovacuum:`, opens the stream's message)."""
+    found = [_first_tag(row, length, where) for row in toks]
+    hits = [(row, at) for row, at in zip(toks, found, strict=True) if at >= 0]
+    if len(hits) < _HEADER_SHARE * len(toks):
+        return ()
+    sources = {_PID.sub("", " ".join(row[length : at + 1])) for row, at in hits}
+    return where if len(sources) > 1 else ()
+
+
+def _first_tag(tokens: Sequence[str], length: int, where: Sequence[int]) -> int:
+    return next((i for i in where if _is_tag(tokens, i, length)), -1)
+
+
+def _is_tag(tokens: Sequence[str], i: int, length: int) -> bool:
+    """Token i ends a source: a `tag:`, or a separator or a bracketed context after a name."""
+    if len(tokens) <= i + 1:
+        return False
+    if _TAG.match(tokens[i]):
+        return True
+    # a name then a separator (`prog - `), or then its context in brackets (`nova.api [req-1 - -] `)
+    named = tokens[i] == "-" or (tokens[i][:1] == "[" and tokens[i][-1:] == "]")
+    return named and length < i and all(t not in _SEPARATORS and t[:1] != "[" for t in tokens[length:i])
+
+
+_PID = re.compile(r"\[\d+\]")
 
 
 def _mostly_levels(kinds: list[list[str]], i: int) -> bool:
@@ -327,14 +409,26 @@ def split_line(line: str, shape: HeaderShape) -> Anatomy:
         and _token_level(tokens[shape.level_at], True) is not None
     )
     cut = 0
+    miss = -1
     # A stream whose lines carry their level at one place: a line without it there has another
     # layout (a continuation, a stack frame, a runtime's own message) and keeps its whole text.
     limit = shape.length if conforms or shape.level_at is None else 0
     for i in range(min(limit, len(tokens) - 1)):
         constant = shape.constants[i] if i < len(shape.constants) else None
-        if not ((conforms and i < shape.level_end) or _header_like(tokens[i], _kind(tokens[i]), constant)):
+        kind = _kind(tokens[i])
+        # a header with word fields (`_word_fields`) takes a word for one of its numbers too (a
+        # host named `full` where the others are `node-12`), if the rest of the header follows
+        field = kind in ("W", "L") and (i in shape.words_at or (i < _first(shape.words_at) and miss < 0))
+        if not ((conforms and i < shape.level_end) or field or _header_like(tokens[i], kind, constant)):
             break
+        if field and i not in shape.words_at:
+            miss = i
         cut = i + 1
+    if miss >= 0 and cut < min(shape.length, len(tokens) - 1):
+        cut = miss
+    tag = _first_tag(tokens, shape.length, shape.tag_at) if shape.tag_at else -1
+    if tag >= 0 and cut >= min(shape.length, tag - 1):
+        cut = tag + 1  # the source's tag, and a host name before it, are header
     level = next((lv for t in tokens[:cut] if (lv := _token_level(t, True)) is not None), None)
     if cut and not any(_kind(t) in ("T", "BT") for t in tokens[:cut]):
         cut = 0  # no time, number or pid: `FATAL ERROR: JS heap ...` is all message

@@ -266,7 +266,9 @@ def _fields(pattern: _Pattern, raws: Sequence[Sequence[str]]) -> tuple[list[str]
     for pos, word in enumerate(pattern.template):
         if not word.endswith(WILD):
             continue
-        values = [raws[i][pos] for i in pattern.members if pos < len(raws[i])]
+        # a pattern may hold lines of several shapes (`log_patterns._merge_runs`): read the fields
+        # on the lines of its template's shape, where position `pos` is this field
+        values = [raws[i][pos] for i in pattern.members if len(raws[i]) == len(pattern.template)]
         distinct = set(values)
         if len(distinct) < 2:
             fixed.update(distinct)

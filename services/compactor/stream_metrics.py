@@ -15,10 +15,11 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client import CollectorRegistry, ProcessCollector
 
 from schemas.tools import PASSTHROUGH, TOOL_COMPACTORS
 from services.runtime.health import Heartbeat, serve_metrics_and_health
+from services.runtime.metric_families import Families
 
 OUTCOMES = ("compacted", "passthrough", "dead_letter")
 
@@ -30,69 +31,53 @@ class StreamMetrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     def __post_init__(self) -> None:
-        r = self.registry
-        self.events = Counter(
-            "compactor_events_total", "Records handled, by outcome", ["outcome"], registry=r
-        )  # outcome: passthrough | compacted | dead_letter
-        self.compacted = Counter(
-            "compactor_tool_results_total", "Tool results compacted", ["tool"], registry=r
-        )
-        self.ratio = Histogram(
-            "compactor_compaction_ratio",
-            "raw_tokens / tokens per tool result",
-            ["tool"],
-            buckets=RATIO_BUCKETS,
-            registry=r,
-        )
-        self.tokens = Counter("compactor_tokens_total", "Tokens, raw and compact", ["kind"], registry=r)
-        self.tool_tokens = Counter(
-            "compactor_tool_tokens_total",
-            "Tokens of tool results per tool: raw (kept as evidence) and compact (what the model sees)",
-            ["tool", "kind"],
-            registry=r,
-        )
-        self.budget_violations = Counter(
-            "compactor_budget_violations_total",
-            "Tool results whose digest exceeded the budget",
-            ["tool"],
-            registry=r,
-        )
-        self.dead_letters = Counter(
-            "compactor_dlq_total", "Records sent to the dead-letter topic", registry=r
-        )
-        self.selector_calls = Counter(
-            "compactor_selector_calls_total",
-            "Calls to the selector (recorded choices excluded)",
-            ["model"],
-            registry=r,
-        )
-        self.selections_reused = Counter(
-            "compactor_selections_reused_total",
-            "Recorded selections reused instead of calling the selector",
-            registry=r,
-        )
-        self.lag = Gauge(
-            "compactor_consumer_lag",
-            "highwater - next offset, per source partition",
-            ["partition"],
-            registry=r,
-        )
-        self.process_cpu = Counter(
-            "compactor_process_cpu_seconds",
-            "CPU seconds of the worker's event-loop thread inside stream.process (our per-record work)",
-            registry=r,
-        )
-        ProcessCollector(registry=r)  # process_cpu_seconds_total, memory, open fds: the whole worker
-        self.heartbeat = Heartbeat()
-        self.assigned = Gauge(
-            "compactor_assigned_partitions", "Source partitions assigned to this worker", registry=r
-        )
+        f = Families(self.registry)
         # the closed sets at 0 from the start: a series born at 1 shows no increase() or rate() (the
         # dashboard's compaction ratio stayed empty; tests/integration/test_live_monitoring.py)
-        for outcome in OUTCOMES:
-            self.events.labels(outcome=outcome)
-        for tool in sorted(set(TOOL_COMPACTORS.values()) - {PASSTHROUGH}):
-            self._per_tool(tool)
+        tools = sorted(set(TOOL_COMPACTORS.values()) - {PASSTHROUGH})
+        self.events = f.counter(
+            "compactor_events_total", "Records handled, by outcome", "outcome", zero=OUTCOMES
+        )
+        self.compacted = f.counter(
+            "compactor_tool_results_total", "Tool results compacted", "tool", zero=tools
+        )
+        self.ratio = f.histogram(
+            "compactor_compaction_ratio",
+            "raw_tokens / tokens per tool result",
+            "tool",
+            buckets=RATIO_BUCKETS,
+            zero=tools,
+        )
+        self.tokens = f.counter("compactor_tokens_total", "Tokens, raw and compact", "kind")
+        self.tool_tokens = f.counter(
+            "compactor_tool_tokens_total",
+            "Tokens of tool results per tool: raw (kept as evidence) and compact (what the model sees)",
+            "tool",
+            "kind",
+            zero=[(tool, kind) for tool in tools for kind in ("raw", "compact")],
+        )
+        self.budget_violations = f.counter(
+            "compactor_budget_violations_total", "Tool results whose digest exceeded the budget", "tool"
+        )
+        self.dead_letters = f.counter("compactor_dlq_total", "Records sent to the dead-letter topic")
+        self.selector_calls = f.counter(
+            "compactor_selector_calls_total", "Calls to the selector (recorded choices excluded)", "model"
+        )
+        self.selections_reused = f.counter(
+            "compactor_selections_reused_total", "Recorded selections reused instead of calling the selector"
+        )
+        self.lag = f.gauge(
+            "compactor_consumer_lag", "highwater - next offset, per source partition", "partition"
+        )
+        self.process_cpu = f.counter(
+            "compactor_process_cpu_seconds",
+            "CPU seconds of the worker's event-loop thread inside stream.process (our per-record work)",
+        )
+        ProcessCollector(
+            registry=self.registry
+        )  # process_cpu_seconds_total, memory, open fds: the whole worker
+        self.heartbeat = Heartbeat()
+        self.assigned = f.gauge("compactor_assigned_partitions", "Source partitions assigned to this worker")
 
     def record_compacted(self, tool: str, raw_tokens: int, tokens: int) -> None:
         """Every per-tool-result figure at once, through children bound once per tool (the hot path)."""

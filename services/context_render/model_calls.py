@@ -1,10 +1,14 @@
 """What each model call of a round was sent, rebuilt from the thread's rows.
 
 The agent's graph (services/agent/graph.py) sends an investigate call as [system: preamble and the
-investigate prompt, the context as loaded, this round's turn so far] with the tool schemas, and the
-hypothesis call as the same messages under the hypothesis prompt without them. Every piece is a
-pure function of rows (invariant 4), so the same functions rebuild the calls here: the review page
-shows what was sent, and tests/agent/test_openai_wire.py holds the rebuilt calls equal to the
+investigate prompt, the context as loaded, this round's turn so far] with the tool schemas, the
+hypothesis call as the same messages under the hypothesis prompt with a response format, and the judge
+its prompt and one framed payload (services/context_render/judge_input.py, judge_shape.py). Every
+message is a pure function of rows (invariant 4), so the same functions rebuild the calls here; what a
+call was sent beside the rows (tool schemas, response format, a retry's appended messages, a tool
+result's `[checked: ...]` note, the judge's raw checks and budget) is recorded on the row its answer
+became (`sent`, services/agent/sent_calls.py). The review page shows what was sent, and
+tests/agent/test_openai_wire.py and test_model_conformance.py hold the rebuilt calls equal to the
 requests the model endpoint received.
 
 The projection keeps a row's first and current renderings only. A round is rebuilt exactly when
@@ -15,13 +19,15 @@ with the rows whose rendering at that time the projection no longer holds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from schemas.events import MadeFor, SentCall, SentMessage
 from schemas.ids import parse_message_id
+from schemas.row_view import model_view
 from schemas.tokens import count_value_tokens
 from services.context_render import prompts
 from services.context_render.context import (
@@ -35,6 +41,8 @@ from services.context_render.context import (
     to_messages,
 )
 from services.context_render.input_budget import tool_schema_tokens
+from services.context_render.judge_input import judge_message, judge_payload
+from services.context_render.judge_shape import judge_input_tokens, shape_judge_payload
 from services.context_render.preamble import Trigger, render_preamble, trigger_time
 from services.context_render.recall_view import is_recall_row
 
@@ -52,21 +60,39 @@ class RowShown:
 @dataclass(frozen=True)
 class ModelCall:
     round: int
-    node: str  # investigate | hypothesis
+    node: str  # investigate | hypothesis | judge
     answer_id: str  # the row the call's answer became
     messages: list[BaseMessage]
     tool_schemas_sent: bool  # investigate calls carry the telemetry tools' schemas
     rows: list[RowShown]
     inexact: list[str] = field(default_factory=list)  # rows whose rendering then is not in the projection
+    # What the call was sent beside the messages, as the row recorded it (AiMessage.sent); None: the row
+    # was written before calls were recorded, so the tool schemas sent (if any) are not known.
+    sent: SentCall | None = None
+    attempt: int = 1  # a node's later calls: a structured-output retry after a refusal or a repair
 
     @property
     def message_tokens(self) -> int:
         """The agent's own count of the messages (`message_tokens`), preamble included."""
         return message_tokens(self.messages)
 
-    def input_tokens(self, tool_schemas: Sequence[dict[str, Any]]) -> int:
-        """The whole input as the agent counts it (`model_input_tokens`), given the schemas offered."""
-        return self.message_tokens + (tool_schema_tokens(tool_schemas) if self.tool_schemas_sent else 0)
+    @property
+    def tools(self) -> list[dict[str, Any]] | None:
+        """The tool schemas sent (empty: none); None when sent but not recorded (an older row)."""
+        if self.sent is not None:
+            return list(self.sent.tools)
+        return None if self.tool_schemas_sent else []
+
+    @property
+    def tool_tokens(self) -> int | None:
+        tools = self.tools
+        return None if tools is None else tool_schema_tokens(tools)
+
+    @property
+    def input_tokens(self) -> int | None:
+        """The whole input as the agent counts it (`model_input_tokens`): messages and tool schemas."""
+        tools = self.tool_tokens
+        return None if tools is None else self.message_tokens + tools
 
 
 def round_trigger(before: Sequence[ContextRow], round_: int) -> Trigger | None:
@@ -108,11 +134,13 @@ def rebuild_round(
     own: Sequence[ContextRow],
     round_: int,
     inexact: Sequence[str] = (),
-    recalled: ContextRow | None = None,
+    recalled: tuple[ContextRow, str] | None = None,
+    sent: Mapping[str, Sequence[SentCall]] | None = None,
 ) -> list[ModelCall]:
     """The model calls of round `round_`: `before` is the context it loaded (rows in the renderings
-    they had then), `own` its rows as first written. Playbook turns made no model call. `recalled` is the
-    recall row this round recorded: the agent appended it to the turn just before the hypothesis."""
+    they had then), `own` its rows as first written, `sent` what each row's calls were sent beside them.
+    Playbook turns made no model call. `recalled` is the recall row this round recorded and the node
+    it was made for: the agent appended it to the turn just before that node's call."""
     trigger = round_trigger(before, round_)
     if trigger is None:
         return []
@@ -124,29 +152,122 @@ def rebuild_round(
     context = to_messages(ctx.rows)
     shown = shown_rows(before, ctx.rows)
     names = {str(c.get("id")): str(c.get("name")) for r in own for c in r.tool_calls()}
+    recorded = sent or {}
+    notes = {tid: note for r in own for c in recorded.get(r.id, ()) for tid, note in c.checked.items()}
     turn: list[BaseMessage] = []
     calls: list[ModelCall] = []
+    hypothesis: dict[str, Any] = {}
     for row in own:
         node = parse_message_id(row.id)[2]
         value = row.value if isinstance(row.value, dict) else {}
+        if recalled is not None and row.role == "ai" and node == recalled[1]:
+            turn.append(row_to_message(recalled[0]))
+            recalled = None
         if row.role == "ai" and node == "investigate":
             if not str(value.get("model", "")).startswith("playbook:"):
                 system = SystemMessage(content=f"{preamble}\n\n{prompts.INVESTIGATE}")
-                calls.append(
-                    ModelCall(round_, node, row.id, [system, *context, *turn], True, shown, list(inexact))
-                )
+                made = Made(round_, node, row.id, True, shown, list(inexact))
+                calls += made.calls([system, *context, *turn], recorded.get(row.id))
             turn.append(row_to_message(row))
         elif row.role == "tool":
-            turn.append(row_to_message(row, names.get(row.tool_call_id or "")))
+            turn.append(with_note(row_to_message(row, names.get(row.tool_call_id or "")), notes.get(row.id)))
         elif row.role == "ai" and node == "hypothesis":
-            if recalled is not None:
-                turn.append(row_to_message(recalled))
             system = SystemMessage(content=f"{preamble}\n\n{prompts.HYPOTHESIS}")
-            calls.append(
-                ModelCall(round_, node, row.id, [system, *context, *turn], False, shown, list(inexact))
-            )
+            made = Made(round_, node, row.id, False, shown, list(inexact))
+            calls += made.calls([system, *context, *turn], recorded.get(row.id))
+            hypothesis = value
+        elif row.role == "judge":
+            made = Made(round_, node, row.id, False, [], list(inexact))
+            calls += judge_calls(made, ctx, turn, hypothesis, value, recorded.get(row.id, ()))
             break
     return calls
+
+
+def with_note(message: BaseMessage, note: str | None) -> BaseMessage:
+    """A tool result as the agent sent it: with the `[checked: ...]` note its call's check left, if any."""
+    if note is None or not isinstance(message, ToolMessage):
+        return message
+    return ToolMessage(
+        content=f"[checked: {note}] {message.content}", tool_call_id=message.tool_call_id, id=message.id
+    )
+
+
+def judge_calls(
+    made: Made,
+    ctx: LoadedContext,
+    turn: Sequence[BaseMessage],
+    hypothesis: Mapping[str, Any],
+    verdict: Mapping[str, Any],
+    recorded: Sequence[SentCall],
+) -> list[ModelCall]:
+    """The judge's calls, rebuilt as graph.RoundGraph.judge builds them: the hypothesis and the evidence
+    it cites as the round saw it, shaped to the recorded budget with the recorded raw checks. A verdict
+    recorded without them (nothing judged, or written before calls were recorded) gives none."""
+    basis = next((c.judge_basis for c in recorded if c.judge_basis is not None), None)
+    if basis is None or not hypothesis:
+        return []
+    claims = [{"text": c.get("text"), "evidence_ids": list(c.get("evidence_ids") or [])}
+              for c in hypothesis.get("claims") or []]  # fmt: skip
+    hyp = {"summary": hypothesis.get("text", ""), "claims": claims}
+    payload = judge_payload(ctx, turn, hyp, verdict.get("hypothesis_id"), basis.raw_checks)
+    shaped = shape_judge_payload(payload, basis.input_budget, judge_input_tokens)
+    return made.calls([SystemMessage(content=prompts.JUDGE), judge_message(shaped)], recorded)
+
+
+@dataclass(frozen=True)
+class Made:
+    """Where a node's calls came from: its round, node, the row its answer became, what it was shown."""
+
+    round: int
+    node: str
+    answer_id: str
+    tools_sent: bool  # what an unrecorded call was sent: the investigate calls carry tool schemas
+    rows: list[RowShown]
+    inexact: list[str]
+
+    def calls(self, messages: list[BaseMessage], recorded: Sequence[SentCall] | None) -> list[ModelCall]:
+        """The node's calls: each recorded attempt (a retry adds what it appended), else the one call."""
+        if not recorded:
+            return [ModelCall(self.round, self.node, self.answer_id, messages, self.tools_sent, self.rows,
+                              self.inexact)]  # fmt: skip
+        return [self.attempt(messages, c, k) for k, c in enumerate(recorded, start=1)]
+
+    def attempt(self, messages: list[BaseMessage], sent: SentCall, k: int) -> ModelCall:
+        sent_messages = [*messages, *map(appended_message, sent.appended)]
+        return ModelCall(
+            self.round,
+            self.node,
+            self.answer_id,
+            sent_messages,
+            bool(sent.tools),
+            self.rows,
+            self.inexact,
+            sent,
+            k,
+        )
+
+
+def appended_message(message: SentMessage) -> BaseMessage:
+    """A message a retry appended, as the agent sent it (the first answer, the repair prompt)."""
+    if message.role == "assistant":
+        return AIMessage(content=message.content)
+    return HumanMessage(content=message.content)
+
+
+def recorded_calls(content: Any) -> list[SentCall]:
+    """The calls a row recorded beside its content (`sent`), in the order made; none for older rows."""
+    given = content.get("sent") if isinstance(content, dict) else None
+    return [SentCall.model_validate(c) for c in given] if isinstance(given, list) else []
+
+
+def recall_placement(row: StoredRow, first_round: int) -> tuple[int, str]:
+    """The round and node the recall row was made for. A row recorded before RecallRecorded said so
+    (`made_for`) was made by the one rule the agent then had: the first round's hypothesis."""
+    given = row.content.get("made_for") if isinstance(row.content, dict) else None
+    if isinstance(given, dict):
+        made = MadeFor.model_validate(given)
+        return made.round, made.node
+    return first_round, "hypothesis"
 
 
 @dataclass(frozen=True)
@@ -183,10 +304,9 @@ class StoredRow:
         if self.first_compact is not None:
             tokens = self.first_tokens if self.first_tokens is not None else self.tokens
             return ContextRow(self.id, self.role, self.tool_call_id, self.first_compact, tokens)
-        if self.role in ("ai", "judge", "post"):  # written with compact NULL: the model saw the content
-            return ContextRow(
-                self.id, self.role, self.tool_call_id, self.content, count_value_tokens(self.content)
-            )
+        if self.role in ("ai", "judge", "post"):  # the model saw the content without its bookkeeping
+            view = model_view(self.content)
+            return ContextRow(self.id, self.role, self.tool_call_id, view, count_value_tokens(view))
         return None
 
 
@@ -209,6 +329,9 @@ def thread_calls(thread_ts: str, state: IncidentState | None, rows: Sequence[Sto
     """Every round's model calls, rebuilt from the thread's rows in seq order (see the module's note
     on which rounds are exact)."""
     rounds = sorted({r.round for r in rows if r.round is not None})
+    recall = next((r for r in rows if is_recall_row(r.id, r.role)), None)
+    placed = recall_placement(recall, rounds[0]) if recall is not None and rounds else None
+    sent = {r.id: recorded_calls(r.content) for r in rows if r.role in ("ai", "judge")}
     calls: list[ModelCall] = []
     for round_ in rounds:
         first = next(i for i, r in enumerate(rows) if r.round == round_)
@@ -221,13 +344,14 @@ def thread_calls(thread_ts: str, state: IncidentState | None, rows: Sequence[Sto
         own = [r.as_written() for r in rows if r.round == round_]
         if any(r is None for r in own):
             inexact += [r.id for r in rows if r.round == round_ and r.as_written() is None]
-        # Recall runs once, in the first round, after its investigation: its row (projected before the
-        # round's own rows, which wait for the commit) was not in that round's loaded context.
-        recalled = (
-            next((r for r in before if is_recall_row(r.id, r.role)), None) if round_ == rounds[0] else None
-        )
-        before = [r for r in before if r is not recalled]
+        # The recall row is projected at once, before its round's rows (they wait for the commit), but
+        # its round's calls before the one it was made for never had it: it joins that call's turn.
+        recalled = None
+        if placed is not None and placed[0] == round_:
+            row = next((r for r in before if recall is not None and r.id == recall.id), None)
+            recalled = None if row is None else (row, placed[1])
+            before = [r for r in before if row is None or r.id != row.id]
         seen = state if state is None else replace(state, rounds=round_ - 1)
         mine = [r for r in own if r is not None]
-        calls += rebuild_round(thread_ts, seen, before, mine, round_, inexact, recalled)
+        calls += rebuild_round(thread_ts, seen, before, mine, round_, inexact, recalled, sent)
     return calls

@@ -33,8 +33,10 @@ from typing import Any
 
 import httptools
 import uvicorn
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from services.runtime.metric_families import Families
 
 log = logging.getLogger("incident_memory.ingest")
 
@@ -71,17 +73,17 @@ class LimitMetrics:
     """The counters of this module, on ingest's registry (so `/metrics` shows them)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.refused = Counter(
+        f = Families(registry)
+        self.refused = f.counter(
             "ingest_http_refused",
             "Requests answered by the HTTP server itself, before the app: bounds and malformed HTTP",
-            ["status", "reason"],
-            registry=registry,
+            "status",
+            "reason",
         )
-        self.closed = Counter(
+        self.closed = f.counter(
             "ingest_http_closed",
             "Connections closed by a bound without an answer (idle, or a request already answered)",
-            ["reason"],
-            registry=registry,
+            "reason",
         )
 
 

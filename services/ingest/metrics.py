@@ -8,91 +8,62 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 
 from services.runtime.health import HEALTHY_METRIC
+from services.runtime.metric_families import Families
 
 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter(
-            "ingest_requests",
-            "HTTP requests by endpoint and status",
-            ["endpoint", "status"],
-            registry=self.registry,
+        f = Families(self.registry)
+        self.requests = f.counter(
+            "ingest_requests", "HTTP requests by endpoint and status", "endpoint", "status"
         )
-        self.rejections = Counter(
-            "ingest_rejections", "Requests refused, by reason", ["endpoint", "reason"], registry=self.registry
+        self.rejections = f.counter("ingest_rejections", "Requests refused, by reason", "endpoint", "reason")
+        self.ignored = f.counter(
+            "ingest_ignored", "Valid input deliberately not recorded, by reason", "reason"
         )
-        self.ignored = Counter(
-            "ingest_ignored",
-            "Valid input deliberately not recorded, by reason",
-            ["reason"],
-            registry=self.registry,
-        )
-        self.foreign = Counter(
+        self.foreign = f.counter(
             "ingest_foreign_events",
             "Slack events of another workspace or app, dropped with a 200 (field: team_id or api_app_id)",
-            ["field"],
-            registry=self.registry,
+            "field",
         )
-        self.duplicates = Counter(
-            "ingest_duplicates", "Slack retries dropped by event_id", registry=self.registry
-        )
-        self.produce_attempts = Counter(
-            "ingest_produce_attempts", "Events handed to the producer", ["topic"], registry=self.registry
-        )
-        self.produced = Counter(
-            "ingest_events_produced", "Events acked by the broker", ["topic", "type"], registry=self.registry
-        )
-        self.produce_latency = Histogram(
+        self.duplicates = f.counter("ingest_duplicates", "Slack retries dropped by event_id")
+        self.produce_attempts = f.counter("ingest_produce_attempts", "Events handed to the producer", "topic")
+        self.produced = f.counter("ingest_events_produced", "Events acked by the broker", "topic", "type")
+        self.produce_latency = f.histogram(
             "ingest_produce_latency_seconds",
             "From produce to the broker's ack of every event of a request",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
-            registry=self.registry,
         )
-        self.produce_failures = Counter(
-            "ingest_produce_failures",
-            "Requests answered 503: the broker did not ack",
-            ["reason"],
-            registry=self.registry,
+        self.produce_failures = f.counter(
+            "ingest_produce_failures", "Requests answered 503: the broker did not ack", "reason"
         )
-        self.dead_letters = Counter(
-            "ingest_dead_letters",
-            "Bad messages of the alerts topic sent to the DLQ",
-            ["reason"],
-            registry=self.registry,
+        self.dead_letters = f.counter(
+            "ingest_dead_letters", "Bad messages of the alerts topic sent to the DLQ", "reason"
         )
 
         # Socket Mode (only with --socket-mode; its rejections count under endpoint="slack_socket")
-        self.socket_envelopes = Counter(
+        self.socket_envelopes = f.counter(
             "ingest_socket_envelopes",
             "Socket Mode envelopes by type and outcome; all but outcome=unavailable are acked",
-            ["type", "outcome"],
-            registry=self.registry,
+            "type",
+            "outcome",
         )
-        self.socket_connections = Counter(
-            "ingest_socket_connections",
-            "Socket Mode connections opened (hello frames received)",
-            registry=self.registry,
+        self.socket_connections = f.counter(
+            "ingest_socket_connections", "Socket Mode connections opened (hello frames received)"
         )
-        self.socket_disconnects = Counter(
-            "ingest_socket_disconnects",
-            "Socket Mode disconnect frames Slack sent, by reason",
-            ["reason"],
-            registry=self.registry,
+        self.socket_disconnects = f.counter(
+            "ingest_socket_disconnects", "Socket Mode disconnect frames Slack sent, by reason", "reason"
         )
-        self.socket_connected = Gauge(
-            "ingest_socket_connected", "1 while a Socket Mode websocket is open", registry=self.registry
-        )
+        self.socket_connected = f.gauge("ingest_socket_connected", "1 while a Socket Mode websocket is open")
         # the other services' gauge (services/runtime/health.py), set at each scrape from /healthz's own
         # check (a broker answered a metadata request), so one alert covers every service
         ProcessCollector(registry=self.registry)  # process_start_time_seconds: IncidentMemoryRestartLoop
-        self.healthy = Gauge(
-            HEALTHY_METRIC,
-            "1 while /healthz answers 200 (a Kafka broker answers), else 0",
-            registry=self.registry,
+        self.healthy = f.gauge(
+            HEALTHY_METRIC, "1 while /healthz answers 200 (a Kafka broker answers), else 0"
         )
 
     def render(self) -> bytes:

@@ -35,6 +35,7 @@ from schemas.events import (
     Wake,
 )
 from schemas.ids import NULL_ROUND, canonical_args_hash, message_id
+from schemas.row_view import has_bookkeeping, model_view
 from schemas.tokens import count_tokens
 from services.projector.profile_facts import ProfileFact, profile_facts
 
@@ -334,10 +335,14 @@ def _map_ai(event: AiMessage) -> list[Op]:
             "ai message with tool_calls outside a round would be visible without its tool rows"
         )
     content = event.model_dump(
-        mode="json", include={"node", "text", "tool_calls", "model", "claims", "failure", "raw_answer"}
+        mode="json",
+        include={"node", "text", "tool_calls", "model", "claims", "failure", "raw_answer", "sent"},
     )
-    _drop_unset(content, "failure", "raw_answer")
-    return [_place(_row(event, "ai", content, call_ids=tuple(c.id for c in event.tool_calls)))]
+    _drop_unset(content, "failure", "raw_answer", "sent")
+    compact = model_view(content) if has_bookkeeping(content) else None  # schemas/row_view.py
+    return [
+        _place(_row(event, "ai", content, compact=compact, call_ids=tuple(c.id for c in event.tool_calls)))
+    ]
 
 
 def _map_tool(event: CompactedToolResult) -> list[Op]:
@@ -362,10 +367,13 @@ def _map_judge(event: JudgeVerdict) -> list[Op]:
     _check_id_round(event)
     content = event.model_dump(
         mode="json",
-        include={"grounded", "questions", "graded_claims", "hypothesis_id", "model", "failure", "raw_answer"},
-    )
-    _drop_unset(content, "failure", "raw_answer")
-    return [_place(_row(event, "judge", content))]
+        include={
+            "grounded", "questions", "graded_claims", "hypothesis_id", "model", "failure", "raw_answer", "sent"
+        },
+    )  # fmt: skip
+    _drop_unset(content, "failure", "raw_answer", "sent")
+    compact = model_view(content) if has_bookkeeping(content) else None  # schemas/row_view.py
+    return [_place(_row(event, "judge", content, compact=compact))]
 
 
 def _map_post(event: ThreadPost) -> list[Op]:
@@ -387,7 +395,10 @@ def _map_recall(event: RecallRecorded) -> list[Op]:
     if event.round is not None or event.message_id.split(":", 3)[2] != "recall":
         raise MappingError(f"a recall is recorded as thread_ts:-:recall:i, not {event.message_id!r}")
     hits = [h.model_dump(mode="json", exclude_none=True) for h in event.hits]
-    return [InsertRow(_row(event, "alert", {"recall": hits}, outside_round=True))]
+    if event.made_for is None:
+        return [InsertRow(_row(event, "alert", {"recall": hits}, outside_round=True))]
+    content = {"recall": hits, "made_for": event.made_for.model_dump(mode="json")}
+    return [InsertRow(_row(event, "alert", content, compact=model_view(content), outside_round=True))]
 
 
 def _map_marker(event: RoundCommitted) -> list[Op]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client import CollectorRegistry, ProcessCollector
 
 from services.runtime.health import Heartbeat, serve_metrics_and_health
+from services.runtime.metric_families import Families
 
 if TYPE_CHECKING:
     from services.projector.decoding import Decoded
@@ -21,32 +22,23 @@ SAMPLES_PER_BATCH = 64  # latency samples per batch: enough for the histogram, c
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        r = self.registry
-        self.events = Counter(
-            "projector_events_projected", "Events committed into the projection", registry=r
+        f = Families(self.registry)
+        self.events = f.counter("projector_events_projected", "Events committed into the projection")
+        self.dead_letters = f.counter("projector_dead_letters", "Events sent to the dead-letter topic")
+        self.rounds = f.counter("projector_rounds_committed", "Rounds published into agent_messages")
+        self.retries = f.counter("projector_retries", "Batches retried after Postgres/Kafka failures")
+        self.batch_size = f.histogram(
+            "projector_batch_size", "Events per committed transaction", buckets=BATCH_BUCKETS
         )
-        self.dead_letters = Counter(
-            "projector_dead_letters", "Events sent to the dead-letter topic", registry=r
-        )
-        self.rounds = Counter(
-            "projector_rounds_committed", "Rounds published into agent_messages", registry=r
-        )
-        self.retries = Counter(
-            "projector_retries", "Batches retried after Postgres/Kafka failures", registry=r
-        )
-        self.batch_size = Histogram(
-            "projector_batch_size", "Events per committed transaction", buckets=BATCH_BUCKETS, registry=r
-        )
-        self.latency = Histogram(
+        self.latency = f.histogram(
             "projector_latency_seconds",
             "Time from event_time (source=event) or from consume (source=consume) to commit",
-            ["source"],
+            "source",
             buckets=LATENCY_BUCKETS,
-            registry=r,
         )
         self.heartbeat = Heartbeat()
-        self.lag = Gauge("projector_consumer_lag", "High watermark minus position", ["partition"], registry=r)
-        ProcessCollector(registry=r)  # process_start_time_seconds: IncidentMemoryRestartLoop
+        self.lag = f.gauge("projector_consumer_lag", "High watermark minus position", "partition")
+        ProcessCollector(registry=self.registry)  # process_start_time_seconds: IncidentMemoryRestartLoop
 
     def serve(self, port: int) -> None:
         """`/metrics` and `/healthz` (503 until the loop runs, or when it is stuck) on `port`."""

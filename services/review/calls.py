@@ -1,4 +1,4 @@
-"""The model calls page: what each investigate and hypothesis call was sent, part by part.
+"""The model calls page: what each investigate, hypothesis and judge call was sent, part by part.
 
 The calls are rebuilt from the thread's rows by the agent's own rendering
 (services/context_render/model_calls.py), so each part and its tokens are what the agent sent and
@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from schemas.tokens import render_for_model
+from schemas.tokens import count_tokens, render_for_model
 from services.context_render.context import message_tokens
 from services.context_render.model_calls import ModelCall, StoredRow
 from services.review.model import ThreadRow
@@ -45,6 +45,31 @@ def part(message: BaseMessage) -> dict[str, Any]:
     }
 
 
+def tool_part(spec: dict[str, Any]) -> dict[str, Any]:
+    """One tool schema as sent, with its own tokens (the call's total counts the list, as the agent does)."""
+    function = spec.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    text = render_for_model(spec)
+    return {"name": str(name or "?"), "tokens": count_tokens(text), "text": text}
+
+
+def sent_view(call: ModelCall) -> dict[str, Any]:
+    """What the call was sent beside its messages: tool schemas, response_format, a refusal."""
+    sent = call.sent
+    fmt = None if sent is None or sent.response_format is None else render_for_model(sent.response_format)
+    return {
+        "recorded": sent is not None,
+        "tools": [tool_part(t) for t in call.tools or []],
+        "tool_tokens": call.tool_tokens,
+        "input_tokens": call.input_tokens,
+        "response_format": fmt,
+        "response_format_tokens": count_tokens(fmt) if fmt else 0,
+        "refused": None if sent is None else sent.refused,
+        "attempt": call.attempt,
+        "appended": 0 if sent is None else len(sent.appended),
+    }
+
+
 def call_view(call: ModelCall, k: int) -> dict[str, Any]:
     return {
         "anchor": f"call-{call.round}-{call.node}-{k}",
@@ -53,6 +78,7 @@ def call_view(call: ModelCall, k: int) -> dict[str, Any]:
         "answer_id": call.answer_id,
         "message_tokens": call.message_tokens,
         "tool_schemas_sent": call.tool_schemas_sent,
+        **sent_view(call),
         "exact": not call.inexact,
         "inexact": list(call.inexact),
         "parts": [part(m) for m in call.messages],

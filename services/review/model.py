@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from schemas.canonical import canonical_json
 from schemas.row_description import describe
+from schemas.row_view import has_bookkeeping, model_view
 
 SLACK_CHANNEL = re.compile(r"^[A-Z0-9]{1,32}$")
 SLACK_TS = re.compile(r"^[0-9]{1,12}\.[0-9]{1,9}$")
@@ -101,6 +102,8 @@ def renderings(row: ThreadRow, history: Sequence[Sequence[Any]] = ()) -> list[di
         shown: list[dict[str, Any]] = []
         if row.first_compact is not None:
             shown.append({"label": "written", "tokens": row.first_tokens, "value": row.first_compact})
+        elif row.role in ("ai", "judge", "post") and has_bookkeeping(row.content):  # schemas/row_view.py
+            shown.append({"label": "written", "tokens": None, "value": model_view(row.content)})
         elif row.role in ("ai", "judge", "post"):  # written with compact NULL: the model saw the raw
             shown.append({"label": "written (the raw)", "tokens": None, "value": row.content})
         for made, policy, compact, tokens in history:

@@ -16,7 +16,7 @@ import psycopg
 from schemas.tokens import count_value_tokens
 from services.context_render.context import IncidentState
 from services.context_render.model_calls import thread_calls
-from services.review import calls, model, queries
+from services.review import calls, model, queries, recall_links
 from services.review.drill import drill_down
 from services.review.model import ThreadRow
 
@@ -82,8 +82,10 @@ def incidents(
               "limit": INCIDENT_LIMIT}  # fmt: skip
     items = [model.incident_item(r) for r in conn.execute(queries.INCIDENTS, params).fetchall()]
     totals = raw_totals(conn, [i["thread_ts"] for i in items])
+    recalled = recall_links.listed_recall(conn, [i["thread_ts"] for i in items], channels)
     for item in items:
         item["raw_tokens"] = totals.get(item["thread_ts"], 0)
+        item["recall"] = recalled.get(item["thread_ts"], [])
     options = model.filter_options(conn.execute(queries.FILTER_VALUES).fetchall())
     if channels is not None:
         options["channel"] = [c for c in options["channel"] if c in channels]
@@ -121,7 +123,8 @@ def thread(
         return None
     rows = [_thread_row(r) for r in conn.execute(THREAD_ROWS_LEAN, (thread_ts,)).fetchall()]
     post_records = conn.execute(queries.POSTS, (thread_ts,)).fetchall()
-    return model.thread_view(incident, rows, raw_tokens(conn, rows), post_records, history(conn, thread_ts))
+    view = model.thread_view(incident, rows, raw_tokens(conn, rows), post_records, history(conn, thread_ts))
+    return {**view, "recall": recall_links.thread_recall(conn, thread_ts, channels)}
 
 
 def model_calls(

@@ -18,7 +18,8 @@ SELECT s.thread_ts, s.service, s.status, s.rounds, s.opened_at,
        (SELECT j.content -> 'grounded' FROM agent_messages j
          WHERE j.thread_ts = s.thread_ts AND j.role = 'judge' ORDER BY j.seq DESC LIMIT 1) AS verdict
 FROM incident_state s
-LEFT JOIN agent_messages a ON a.thread_ts = s.thread_ts AND a.role = 'alert' AND a.round IS NULL
+-- the opening alert's row only (`T:-:alert:0`): recall's row and a resolved alert's are alert rows too
+LEFT JOIN agent_messages a ON a.thread_ts = s.thread_ts AND a.id = s.thread_ts || ':-:alert:0'
 LEFT JOIN LATERAL (
     SELECT channel, slack_ts FROM slack_posts
     WHERE thread_ts = s.thread_ts AND root AND phase <> 'intent' LIMIT 1
@@ -178,3 +179,14 @@ HISTORY = """
 SELECT target_id, made_round, policy, compact, tokens FROM rendering_history
 WHERE thread_ts = %s ORDER BY seq
 """
+
+# The recall rows of the listed incidents (`T:-:recall:0`): what each recall recorded at its alert's open.
+RECALL_ROWS = """
+SELECT thread_ts, coalesce(compact, content) FROM agent_messages
+WHERE id = ANY(%s::text[]) AND role = 'alert'
+"""
+
+# Where each incident may be seen, as its profile says now (schemas/recall.py `may_see` decides).
+PROFILE_CHANNELS = (
+    "SELECT thread_ts, channel, private FROM incident_profiles WHERE thread_ts = ANY(%s::text[])"
+)

@@ -93,6 +93,22 @@ def _guarded(
     return call
 
 
+def _tool_registrar(
+    app: MCPServer[Any],
+) -> Callable[[Callable[P, Awaitable[CallToolResult]]], Callable[P, Coroutine[Any, Any, CallToolResult]]]:
+    """The one decorator of this server's tools: each is registered on `app` behind `_guarded`, so no
+    tool can be offered without its errors redacted."""
+
+    def register(
+        tool: Callable[P, Awaitable[CallToolResult]],
+    ) -> Callable[P, Coroutine[Any, Any, CallToolResult]]:
+        guarded = _guarded(tool)
+        app.tool()(guarded)
+        return guarded
+
+    return register
+
+
 @dataclass(frozen=True)
 class _ToolDeps:
     """What the tools share: the back end, the stores over the projection, and the scope check."""
@@ -151,9 +167,9 @@ def build_server(
 
 def _add_telemetry_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
     """The four that ask a back end (Loki, Prometheus, Tempo, Kubernetes), each checked first."""
+    tool = _tool_registrar(app)
 
-    @app.tool()
-    @_guarded
+    @tool
     async def query_loki(
         query: Annotated[str, Field(description="LogQL")],
         start: Time,
@@ -169,8 +185,7 @@ def _add_telemetry_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
         raw = await deps.backend.query_loki(a["query"], a["start"], a["end"], a.get("limit", limit))
         return result_of(raw, checked_meta(c))
 
-    @app.tool()
-    @_guarded
+    @tool
     async def query_prometheus(
         query: Annotated[str, Field(description="PromQL")],
         start: Time,
@@ -185,8 +200,7 @@ def _add_telemetry_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
         raw = await deps.backend.query_prometheus(a["query"], a["start"], a["end"], a["step"])
         return result_of(raw, checked_meta(c))
 
-    @app.tool()
-    @_guarded
+    @tool
     async def query_tempo(
         trace_id: Annotated[str, Field(description="hex")],
         thread: Thread = None,
@@ -195,8 +209,7 @@ def _add_telemetry_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
         await deps.checked(thread, "query_tempo", {"trace_id": trace_id})
         return result_of(await deps.backend.query_tempo(trace_id))
 
-    @app.tool()
-    @_guarded
+    @tool
     async def get_pod_events(
         namespace: str,
         pod: Annotated[str | None, Field(description="default: all pods")] = None,
@@ -209,9 +222,9 @@ def _add_telemetry_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
 
 def _add_thread_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
     """The three that read the projection: a stored raw, the thread's words, similar incidents."""
+    tool = _tool_registrar(app)
 
-    @app.tool()
-    @_guarded
+    @tool
     async def get_evidence(
         id: Annotated[str, Field(description="evidence id, thread_ts:round:node:i")],
         thread: Thread = None,
@@ -224,8 +237,7 @@ def _add_thread_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
         # the raw at rest is verbatim; what leaves is redacted (invariant 13)
         return result_of(Raw.of(redact_value(row.content)), {"incident_memory/evidence": row.meta()})
 
-    @app.tool()
-    @_guarded
+    @tool
     async def search_thread(
         query: Annotated[str, Field(description="words to find in the thread's messages")],
         thread: Thread = None,
@@ -235,8 +247,7 @@ def _add_thread_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
             raise ScopeRefused("search_thread refused: name the thread whose messages to search")
         return result_of(Raw.of(await deps.threads.search(thread, query)))
 
-    @app.tool()
-    @_guarded
+    @tool
     async def recall_incidents(
         query: Annotated[str, Field(description="words to match")],
         thread: Thread = None,
@@ -246,10 +257,6 @@ def _add_thread_tools(app: MCPServer[Any], deps: _ToolDeps) -> None:
             raise ScopeRefused("recall_incidents refused: name the thread whose incidents to recall")
         await deps.scopes.check(thread, "recall_incidents", {"query": query})  # even --unscoped
         return result_of(Raw.of(await deps.incidents.recall(thread, query)))
-
-
-async def _raw(pending: Awaitable[Raw]) -> CallToolResult:
-    return result_of(await pending)
 
 
 # ---- CLI -------------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from dataclasses import replace
 
 import psycopg
 from confluent_kafka import Consumer, Message, TopicPartition
-from prometheus_client import Counter
 from psycopg import sql
 
 from schemas import topics
@@ -33,6 +32,7 @@ from services.runtime.health import Heartbeat, serve_metrics_and_health
 from services.runtime.kafka import consumer_config
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.logs import about, configure_logging
+from services.runtime.metric_families import Families
 from services.runtime.settings import Settings
 from services.voice import slack_api
 from services.voice.poster import Voice
@@ -40,14 +40,14 @@ from services.voice.routing import parse_routes
 
 log = logging.getLogger("agent.voice")
 GROUP = "incident-memory-slack"
-POSTS = Counter(
+# every outcome at 0 from the start: a first post is an increase()
+POSTS = Families().counter(
     "slack_posts_total",
     "Posts by outcome: posted (one chat.postMessage), found (made before a crash, found by its tag), "
     "skipped (no Slack thread or channel for it)",
-    ["outcome"],
+    "outcome",
+    zero=("posted", "found", "skipped"),
 )
-for _outcome in ("posted", "found", "skipped"):  # at 0 from the start: a first post is an increase()
-    POSTS.labels(outcome=_outcome)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,8 +6,9 @@ grow /metrics without bound); anything else is `other`, a transport failure `unr
 
 from __future__ import annotations
 
-from prometheus_client import Counter
 from slack_sdk.errors import SlackApiError
+
+from services.runtime.metric_families import Families
 
 KNOWN_ERRORS = frozenset(
     {
@@ -32,14 +33,13 @@ KNOWN_ERRORS = frozenset(
     }
 )
 
-POST_FAILURES = Counter(
+# every error label at 0 from the start: the first failure of a kind is then an increase() (the alert)
+POST_FAILURES = Families().counter(
     "slack_post_failures_total",
     "chat.postMessage calls that failed after slack_sdk's retries, by Slack's error code",
-    ["error"],
+    "error",
+    zero=(*KNOWN_ERRORS, "other", "unreachable"),
 )
-# every error label at 0 from the start: the first failure of a kind is then an increase() (the alert)
-for _error in (*KNOWN_ERRORS, "other", "unreachable"):
-    POST_FAILURES.labels(error=_error)
 
 
 def failure_label(exc: BaseException) -> str:

@@ -9,7 +9,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from schemas.tokens import count_tokens, count_value_tokens, render_for_model
 from services.agent.judge_evidence import terse_grades
-from services.agent.judge_input import judge_message
 from services.agent.round_state import ClaimDraft
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
 from services.context_render import prompts
@@ -21,6 +20,7 @@ from services.context_render.context import (
     repair_dangling_tool_calls,
 )
 from services.context_render.input_budget import model_input_tokens
+from services.context_render.judge_input import judge_message
 from services.context_render.preamble import Trigger, render_preamble
 from services.context_render.rerender import counted_sources, plan_rerenders
 

@@ -1,4 +1,4 @@
-"""The judge's input shaped within the input budget (issue 34 part 3; services/agent/judge_shape.py):
+"""The judge's input shaped within the input budget (issue 34 part 3; services/context_render/judge_shape.py):
 on generated war rooms a hypothesis citing many long turns and digests still gives a judge call within
 budget, the hypothesis and raw checks untouched, every cited id shown, clipped with a pointer, or named."""
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deploy.local.warroom import as_rows, generate
-from services.agent.judge_shape import judge_input_tokens, shape_judge_payload
+from services.context_render.judge_shape import judge_input_tokens, shape_judge_payload
 
 BUDGET = 8000
 ROOM = generate(seed=34, messages=300, people=12, pastes=10, paste_lines=150)

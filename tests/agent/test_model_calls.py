@@ -86,3 +86,80 @@ def test_without_the_history_an_earlier_round_is_marked_inexact_not_guessed() ->
     round2 = [c for c in calls if c.round == 2]
     assert round2 and all(c.inexact == [f"{T}:1:tools:0"] for c in round2)
     assert all(not c.inexact for c in calls if c.round in (1, 3))
+
+
+def test_a_tool_result_sent_with_its_checked_note_is_rebuilt_with_it() -> None:
+    note = "limit clamped from 5000 to 1000"
+    rows = _thread(())
+    k = next(i for i, r in enumerate(rows) if r.id == f"{T}:1:hypothesis:0")
+    sent = [{"tools": [], "checked": {f"{T}:1:tools:0": note}}]
+    rows[k] = _row(rows[k].id, "ai", {**rows[k].content, "sent": sent}, compact=rows[k].content)
+    calls = thread_calls(T, STATE, rows)
+    hypothesis = next(c for c in calls if (c.round, c.node) == (1, "hypothesis"))
+    assert _tool_text(hypothesis).startswith(f"[checked: {note}] [evidence {T}:1:tools:0]")
+    # the round's turn carried it from the result on: the next investigate call had it too
+    second = [c for c in calls if (c.round, c.node) == (1, "investigate")][1]
+    assert _tool_text(second).startswith(f"[checked: {note}]")
+    # later rounds load the row, never the note
+    later = next(c for c in calls if (c.round, c.node) == (2, "investigate"))
+    assert "[checked" not in _tool_text(later)
+
+
+def _recall(made_for: dict[str, Any] | None) -> StoredRow:
+    hit = {
+        "thread": "C0PAY-1773456870.000100",
+        "kind": "concurrent",
+        "score_milli": 612,
+        "reasons": ["same node"],
+    }
+    content: dict[str, Any] = {"recall": [hit]}
+    if made_for is None:
+        return _row(f"{T}:-:recall:0", "alert", content)
+    return _row(f"{T}:-:recall:0", "alert", {**content, "made_for": made_for}, compact=content)
+
+
+def _inserted(rows: list[StoredRow], row: StoredRow, after: str) -> list[StoredRow]:
+    """`row` projected after `after` (recall's row is projected at once, before its round's rows)."""
+    k = next(i for i, r in enumerate(rows) if r.id == after)
+    return [*rows[: k + 1], row, *rows[k + 1 :]]
+
+
+def _recall_placed(calls: list[Any]) -> list[tuple[int, str, int]]:
+    """(round, node, position among the call's messages) of each call sent the recall row."""
+    return [
+        (c.round, c.node, next(k for k, m in enumerate(c.messages) if m.id == f"{T}:-:recall:0"))
+        for c in calls
+        if any(m.id == f"{T}:-:recall:0" for m in c.messages)
+    ]
+
+
+def test_the_recall_row_joins_the_call_it_was_recorded_for() -> None:
+    """RecallRecorded.made_for places the row (issue 38): made for round 2's investigate, round 1 never
+    had it and round 2's first call got it at the end of its turn; later rounds load it in context."""
+    rows = _inserted(_thread(()), _recall({"round": 2, "node": "investigate"}), f"{T}:1:hypothesis:0")
+    calls = thread_calls(T, STATE, rows)
+    placed = _recall_placed(calls)
+    assert [(r, n) for r, n, _k in placed] == [(2, "investigate"), (2, "hypothesis"), (3, "investigate"),
+                                               (3, "hypothesis")]  # fmt: skip
+    round2 = next(c for c in calls if (c.round, c.node) == (2, "investigate"))
+    assert round2.messages[-1].id == f"{T}:-:recall:0"  # appended to the turn, after the loaded context
+    assert all(r.id != f"{T}:-:recall:0" for r in round2.rows)  # not a row it loaded
+
+
+def test_a_recall_recorded_before_made_for_existed_joins_the_first_rounds_hypothesis() -> None:
+    rows = _inserted(_thread(()), _recall(None), f"{T}:-:alert:0")
+    placed = _recall_placed(thread_calls(T, STATE, rows))
+    assert [(r, n) for r, n, _k in placed][:1] == [(1, "hypothesis")]
+    assert (1, "investigate") not in [(r, n) for r, n, _k in placed]
+
+
+def test_a_call_written_before_calls_were_recorded_says_its_tool_schemas_are_unknown() -> None:
+    verdict = {"grounded": False, "questions": ["why?"], "graded_claims": [], "hypothesis_id": f"{T}:1:hypothesis:0",
+               "model": "m"}  # fmt: skip
+    calls = thread_calls(T, STATE, _inserted(_thread(()), _row(f"{T}:1:judge:0", "judge", verdict),
+                                                f"{T}:1:hypothesis:0"))  # fmt: skip
+    investigate = next(c for c in calls if c.node == "investigate")
+    hypothesis = next(c for c in calls if c.node == "hypothesis")
+    assert investigate.sent is None and investigate.tools is None and investigate.input_tokens is None
+    assert hypothesis.tools == [] and hypothesis.input_tokens == hypothesis.message_tokens
+    assert all(c.node != "judge" for c in calls)  # no recorded basis: no judge call is guessed

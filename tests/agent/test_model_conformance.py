@@ -18,6 +18,7 @@ from typing import Any
 import openai
 import pytest
 from langchain_openai.chat_models._client_utils import _cached_async_httpx_client
+from langchain_openai.chat_models.base import _convert_message_to_dict
 
 from deploy.local.model_roles import LLAMA_CPP_REFUSAL, ServerMode
 from deploy.local.openai_standin import MODEL, OpenAIStandin, WireCall, running
@@ -26,6 +27,8 @@ from services.agent.config import ModelConfig
 from services.agent.mcp_client import McpToolbox
 from services.agent.models import build_models
 from services.agent.playbooks import PLAYBOOKS_ENV
+from services.context_render.context import IncidentState
+from services.context_render.model_calls import ModelCall, StoredRow, thread_calls
 from services.projector.mapping import Row
 
 from . import inprocess
@@ -44,9 +47,10 @@ def _node(call: WireCall) -> str:
 
 
 class Played:
-    def __init__(self, rows: list[Row], calls: list[WireCall]) -> None:
+    def __init__(self, rows: list[Row], calls: list[WireCall], state: IncidentState | None = None) -> None:
         self.rows = rows
         self.calls = calls
+        self.state = state
 
     def row(self, role: str, node: str | None = None) -> dict[str, Any]:
         for r in self.rows:
@@ -97,7 +101,8 @@ def _play(oai: OpenAIStandin) -> Played:
                 await thread.run(toolbox, alert_wake())
 
         asyncio.run(go())
-    return Played(list(thread.projection.rows), oai.calls())
+    rows = list(thread.projection.rows)
+    return Played(rows, oai.calls(), thread.projection.context(rows[0].thread_ts).state)
 
 
 @pytest.fixture
@@ -286,3 +291,72 @@ def test_a_server_that_keeps_failing_fails_the_round_after_the_clients_retries(s
     with pytest.raises(openai.InternalServerError):
         _play(oai)
     assert {c.status for c in oai.calls() if _node(c) == "hypothesis"} == {500}
+
+
+# --- the review page's rebuild of refused and repaired calls (issue 38) ------------------------------
+
+
+def _rebuilt_as_sent(played: Played) -> list[ModelCall]:
+    """Every call of the round rebuilt from the rows (services/context_render/model_calls.py), each held
+    equal to the request the endpoint received: messages, tool schemas, response format, refusal."""
+    rows = [
+        StoredRow(r.id, r.role, r.tool_call_id, r.round, json.loads(r.content),
+                  json.loads(r.compact) if r.compact else None, r.tokens)
+        for r in played.rows
+    ]  # fmt: skip
+    rebuilt = thread_calls(played.rows[0].thread_ts, played.state, rows)
+    wire = [c for c in played.calls if _node(c) != "other"]
+    assert [(c.node, _node(w)) for c, w in zip(rebuilt, wire, strict=True)] == [
+        (c.node, c.node) for c in rebuilt
+    ]
+    for call, sent in zip(rebuilt, wire, strict=True):
+        assert [_convert_message_to_dict(m) for m in call.messages] == sent.body["messages"], call.node
+        assert call.sent is not None and call.tools == sent.body.get("tools", [])
+        assert call.sent.response_format == sent.body.get("response_format")
+        assert (call.sent.refused is not None) == (sent.status != 200), (call.sent.refused, sent.status)
+    return rebuilt
+
+
+@pytest.mark.parametrize(
+    ("mode", "node", "retried"),
+    [
+        ("llama-cpp", None, ("hypothesis", 2)),
+        ("none", "hypothesis", ("hypothesis", 2)),
+        ("none", "judge", ("judge", 2)),
+    ],
+)
+def test_refused_and_repaired_calls_are_rebuilt_as_they_were_sent(
+    serve: Any, mode: ServerMode, node: str | None, retried: tuple[str, int]
+) -> None:
+    """A format refusal (llama-cpp's server refuses json_schema) and a repair retry (an answer with no
+    JSON) are calls of their own; the rebuild gives each, its appended messages and its refusal."""
+    oai = serve(mode)
+    if node is not None:
+        oai.misbehave("no_json", node=node, times=1)
+    rebuilt = _rebuilt_as_sent(_play(oai))
+    assert [(c.node, c.attempt) for c in rebuilt if c.attempt > 1] == [retried]
+    second = next(c for c in rebuilt if c.attempt == 2)
+    assert second.sent is not None
+    if mode == "llama-cpp":  # the refused first attempt, then the same messages in JSON mode
+        first = next(c for c in rebuilt if c.node == second.node and c.attempt == 1)
+        assert first.sent is not None and first.sent.refused and LLAMA_CPP_REFUSAL in first.sent.refused
+        assert second.sent.appended == [] and second.messages == first.messages
+    else:  # the repair: the first answer and the prompt quoting its error, appended
+        assert [m.role for m in second.sent.appended] == ["assistant", "user"]
+        assert "holds no JSON object" in second.sent.appended[1].content
+
+
+def test_a_clamped_tool_call_is_rebuilt_as_it_was_sent(serve: Any, no_playbook: None) -> None:
+    """A call the boundary clamps (a range past the pinned window, a limit over the cap) runs clamped and
+    says so in its turn; every later call of the round is rebuilt equal to its request."""
+    oai = serve("openai")
+    wide = {"query": '{namespace="shop"}', "start": "2020-01-01T00:00:00Z", "end": "2030-01-01T00:00:00Z",
+            "limit": 100000}  # fmt: skip
+    oai.script_tool_calls([{"name": "query_loki", "args": wide}])
+    played = _play(oai)
+    turn = played.row("ai", "investigate")
+    assert "checked before running" in turn["text"] and "clamped" in turn["text"]
+    (call,) = turn["tool_calls"]
+    assert call["args"]["limit"] < 100000 and call["args"]["start"] != wide["start"]
+    rebuilt = _rebuilt_as_sent(played)
+    assert [c.node for c in rebuilt][:2] == ["investigate", "investigate"]

@@ -36,8 +36,6 @@ from deploy.local.seed import seed_incident
 from schemas.events import Selection
 from schemas.tokens import count_tokens
 from services.agent.config import EVIDENCE_TOOL, ModelConfig
-from services.agent.judge_input import PREFIX as JUDGE_PREFIX
-from services.agent.judge_input import read_judge_input
 from services.agent.mcp_client import McpToolbox
 from services.agent.models import build_models
 from services.agent.stand_in_model import MODEL_NAME, DeterministicStandInModel
@@ -48,6 +46,8 @@ from services.compactor.stream import compact_event
 from services.compactor.stream_selector import load_selector
 from services.context_render import prompts
 from services.context_render.context import ContextRow, repair_dangling_tool_calls, to_messages
+from services.context_render.judge_input import PREFIX as JUDGE_PREFIX
+from services.context_render.judge_input import read_judge_input
 from services.context_render.model_calls import StoredRow, thread_calls
 from services.projector.mapping import Row
 
@@ -532,7 +532,7 @@ def _stored_rows(played: Played) -> list[StoredRow]:
 
 
 def test_the_model_calls_rebuilt_from_the_rows_are_what_crossed_the_wire(both: Both) -> None:
-    """Issue 38 item 4: every investigate and hypothesis call, rebuilt from the projected rows by the
+    """Issue 38 item 4: every investigate, hypothesis and judge call, rebuilt from the projected rows by the
     agent's own rendering (services/context_render/model_calls.py), is the request the endpoint got,
     message for message, and its tokens are the agent's own count of that call's input."""
     played = both.wire
@@ -541,21 +541,25 @@ def test_the_model_calls_rebuilt_from_the_rows_are_what_crossed_the_wire(both: B
     state = projection.context(thread_ts).state
     rebuilt = thread_calls(thread_ts, state, _stored_rows(played))
     assert [(c.round, c.node) for c in rebuilt] == [
-        (1, "investigate"), (1, "hypothesis"), (2, "investigate"), (2, "investigate"), (2, "hypothesis"),
+        (1, "investigate"), (1, "hypothesis"), (1, "judge"),
+        (2, "investigate"), (2, "investigate"), (2, "hypothesis"), (2, "judge"),
     ]  # fmt: skip
     assert all(not c.inexact for c in rebuilt)  # no row of the seed thread is re-rendered
     chat = [c for c in both.calls if "Candidates (JSON lines)" not in json.dumps(c.body["messages"])]
-    agent_calls = [c for c in chat if not c.body["messages"][0]["content"].startswith(prompts.JUDGE)]
-    assert len(agent_calls) == len(rebuilt)
-    for call, wire in zip(rebuilt, agent_calls, strict=True):
+    assert len(chat) == len(rebuilt)
+    for call, wire in zip(rebuilt, chat, strict=True):
         mine = [_convert_message_to_dict(m) for m in call.messages]
         assert mine == wire.body["messages"], call.node
         assert ("tools" in wire.body) == call.tool_schemas_sent
-    counted = [(r, node, tokens) for r, node, tokens in played.thread.calls if node != "judge"]
-    assert [(c.round, c.node, c.input_tokens(played.tool_specs)) for c in rebuilt] == counted
+        # the tool schemas and response format, as the row recorded them, are what the request carried
+        assert call.sent is not None and call.tools == wire.body.get("tools", []), call.node
+        assert call.sent.response_format == wire.body.get("response_format"), call.node
+    assert [c.tools for c in rebuilt if c.node == "investigate"] == [played.tool_specs] * 3
+    assert [(c.round, c.node, c.input_tokens) for c in rebuilt] == played.thread.calls
     # what the page says of the rows round 2 was sent: round 1's re-rendered to headlines (invariant 10), the rest whole
     stored = {r.id: r for r in _stored_rows(played)}
-    assert [s.id for s in rebuilt[-1].rows] == [r.id for r in projection.rows if r.round != 2]
-    hows = {s.id: s.how for s in rebuilt[-1].rows}
+    hypothesis = [c for c in rebuilt if c.node == "hypothesis"][-1]
+    assert [s.id for s in hypothesis.rows] == [r.id for r in projection.rows if r.round != 2]
+    hows = {s.id: s.how for s in hypothesis.rows}
     assert {i for i, how in hows.items() if how != "whole"} == {i for i, r in stored.items() if r.re_rendered}
     assert set(hows.values()) == {"whole", "re-rendered (headline)"}

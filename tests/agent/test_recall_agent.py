@@ -21,6 +21,7 @@ from schemas.events import (
     CompactedToolResult,
     EventBase,
     HumanMessage,
+    MadeFor,
     RecalledIncident,
     RecallRecorded,
     RoundCommitted,
@@ -176,6 +177,13 @@ def test_a_recall_event_maps_to_its_one_row_and_a_misnamed_one_is_refused() -> N
     bad = event.model_copy(update={"message_id": message_id(QUERY, None, "alert", 1)})
     with pytest.raises(MappingError):
         map_event(bad)
+    # the call it was made for is kept beside the model's view: the view and its tokens are unchanged
+    made = event.model_copy(update={"made_for": MadeFor(round=1, node="hypothesis")})
+    (kept,) = map_event(made)
+    assert isinstance(kept, InsertRow) and kept.row.tokens == op.row.tokens
+    assert json.loads(kept.row.content) == {"recall": [], "made_for": {"round": 1, "node": "hypothesis"}}
+    assert kept.row.compact is not None and json.loads(kept.row.compact) == {"recall": []}
+    assert b"made_for" not in event.to_bytes()  # an event without it keeps its bytes
 
 
 def test_the_first_posts_concurrent_block_links_by_code_and_escapes_the_reasons() -> None:
@@ -220,8 +228,9 @@ def test_the_step_records_its_result_once_and_nothing_while_the_channel_is_unkno
     unknown = RecallStep(projected, NO_ROOT, sent, MAPPED)  # type: ignore[arg-type]
     assert asyncio.run(unknown()) == [] and sent.events == []  # fails closed: no row, no hit
     known = RecallStep(projected, QUERY, sent, MAPPED)  # type: ignore[arg-type]
-    first = asyncio.run(known())
+    first = asyncio.run(known(MadeFor(round=1, node="hypothesis")))
     assert asyncio.run(known()) == first and len(sent.events) == 1  # computed and recorded once
     (event,) = sent.events
     assert isinstance(event, RecallRecorded) and event.message_id == f"{QUERY}:-:recall:0"
+    assert event.made_for == MadeFor(round=1, node="hypothesis")  # the call it joins (issue 38)
     assert event.channel == CHANNEL and [h.thread for h in event.hits] == [PUBLIC_PAY]

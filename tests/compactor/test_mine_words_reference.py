@@ -34,10 +34,16 @@ def reference(masked: Sequence[tuple[str, ...]]) -> list[Group]:
             roots[tuple((p, t) for p, t in enumerate(toks) if counts[p] == root)].append(index)
         for members in roots.values():
             groups.extend(_split(members, masked))
-    merged: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    # templates that say the same constant words (two or more) in the same order are one group,
+    # under the template of its largest part
+    merged: dict[tuple[str, ...], list[Group]] = defaultdict(list)
     for group in groups:
-        merged[group.template].extend(group.members)
-    out = [Group(template, tuple(sorted(members))) for template, members in merged.items()]
+        constants = tuple(w for w in group.template if not w.endswith(WILD))
+        merged[constants if len(constants) >= 2 else group.template].append(group)
+    out = []
+    for parts in merged.values():
+        largest = max(parts, key=lambda g: (len(g.members), -g.members[0]))
+        out.append(Group(largest.template, tuple(sorted(i for g in parts for i in g.members))))
     out.sort(key=lambda g: g.members[0])
     return out
 
@@ -52,6 +58,18 @@ MESSAGES = st.lists(st.lists(WORDS, max_size=6).map(tuple), max_size=60)
 @given(MESSAGES)
 def test_the_miner_groups_as_the_plain_method(masked: list[tuple[str, ...]]) -> None:
     assert mine_words(masked) == reference(masked)
+
+
+def test_templates_that_differ_only_in_their_variables_are_one() -> None:
+    masked = (
+        [("user", WILD, "login", "failed")] * 3
+        + [("user", "login", "failed")] * 2
+        + [("user", "login", "ok")]
+    )
+    groups = mine_words(masked)
+    assert groups == reference(masked)
+    assert [g.members for g in groups] == [(0, 1, 2, 3, 4), (5,)]
+    assert groups[0].template == ("user", WILD, "login", "failed")
 
 
 def test_repeated_templates_with_interleaved_variants() -> None:

@@ -145,28 +145,27 @@ def test_hostile_content_is_shown_and_never_run(
     assert "script-src 'self'" in csp and "'unsafe-inline'" not in csp and "object-src 'none'" in csp
 
 
-def _agent_counts(demo: DemoThread) -> list[tuple[int, str, int]]:
-    """(round, node, message tokens) of each investigate and hypothesis call, as the demo's agent
-    counted and logged them (services/agent/graph.py `RoundGraph.ask`)."""
+def _agent_counts(demo: DemoThread) -> list[tuple[int, str, int, int]]:
+    """(round, node, whole input tokens, message tokens) of each model call, as the demo's agent counted
+    and logged them (services/agent/graph.py `RoundGraph.ask`)."""
     found = re.search(r"logs in (\S+);", demo.output)
     assert found, demo.output[-2000:]
     counted = []
     for line in (Path(found.group(1)) / "agent.log").read_text(errors="replace").splitlines():
         rec = json.loads(line) if line.startswith("{") else {}
-        if (
-            rec.get("msg") == "model call"
-            and rec.get("thread_ts") == demo.thread_ts
-            and rec["node"] != "judge"
-        ):
-            counted.append((int(rec["round"]), str(rec["node"]), int(rec["message_tokens"])))
+        if rec.get("msg") == "model call" and rec.get("thread_ts") == demo.thread_ts:
+            counted.append(
+                (int(rec["round"]), str(rec["node"]), int(rec["input_tokens"]), int(rec["message_tokens"]))
+            )
     return counted
 
 
 def test_a_model_call_shows_the_tokens_the_agent_counted(
     chrome: Any, demo_thread: DemoThread, serve_schema
 ) -> None:
-    """Issue 38 item 4 in the browser: each model call, rebuilt from the rows, has the message tokens
-    the agent counted when it sent that call, and its parts add up to them."""
+    """Issue 38 item 4 in the browser: each model call (investigate, hypothesis and judge), rebuilt from
+    the rows, has the input tokens the agent counted when it sent that call, tool schemas included; its
+    message parts add up to the messages' count, and its tool schemas are listed."""
     from selenium.webdriver.common.by import By
 
     with serve_schema(demo_thread.schema) as served:
@@ -176,17 +175,23 @@ def test_a_model_call_shows_the_tokens_the_agent_counted(
         page = []
         for section in sections:
             tokens = int(section.find_element(By.CSS_SELECTOR, ".message-tokens").text.replace(",", ""))
+            whole = int(section.find_element(By.CSS_SELECTOR, ".input-tokens").text.replace(",", ""))
             parts = [
                 int(td.text.replace(",", ""))
                 for td in section.find_elements(By.CSS_SELECTOR, "td.part-tokens")
             ]
             assert sum(parts) == tokens
-            page.append(
-                (int(section.get_attribute("data-round")), section.get_attribute("data-node"), tokens)
-            )
-        last = sections[-1]
+            node = section.get_attribute("data-node")
+            tools = section.find_elements(By.CSS_SELECTOR, "tr.tool-schema")
+            assert bool(tools) == (node == "investigate")  # the telemetry tools, sent beside investigate only
+            page.append((int(section.get_attribute("data-round")), node, whole, tokens))
+        last = next(s for s in reversed(sections) if s.get_attribute("data-node") == "investigate")
         last.find_element(By.CSS_SELECTOR, "details summary").click()  # open the call's preamble
         chrome.execute_script("arguments[0].scrollIntoView()", last)
         _shot(chrome, "review-model-call.png")
+        table = last.find_element(By.CSS_SELECTOR, "table.tools")
+        table.find_element(By.CSS_SELECTOR, "details summary").click()  # the first tool's schema, as sent
+        chrome.execute_script("arguments[0].scrollIntoView()", table)
+        _shot(chrome, "review-model-call-tools.png")
     counted = _agent_counts(demo_thread)
     assert page and page == counted, (page, counted)

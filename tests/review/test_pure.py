@@ -91,6 +91,19 @@ def test_a_re_rendered_tool_row_shows_its_written_digest_then_its_current_one() 
     assert model.renderings(_row("human", None, {"text": "x"}))[0]["label"] == "raw (no compact)"
 
 
+def test_an_ai_row_written_with_its_calls_record_shows_the_models_view_as_written() -> None:
+    """A row's `sent` (what its calls were sent, issue 38) is kept beside the model's view, never shown
+    as what the model saw; one without it was written as the raw."""
+    view = {"node": "hypothesis", "text": "OOM", "claims": [], "tool_calls": [], "model": "m"}
+    headline = {"re_rendered": "headline", "headline": "OOM"}
+    history = [(2, "headline", headline, 4)]
+    recorded = _row("ai", 1, {**view, "sent": [{"tools": []}]}, headline)
+    shown = model.renderings(recorded, history)
+    assert [r["label"] for r in shown] == ["written", "headline, for round 2"] and shown[0]["value"] == view
+    older = model.renderings(_row("ai", 1, view, headline), history)
+    assert older[0]["label"] == "written (the raw)" and older[0]["value"] == view
+
+
 def test_pod_event_groups_read_type_reason_and_the_summed_count() -> None:
     found = pod_events.groups(
         {"events": ["27× 03:11:00–03:12:30 Warning Unhealthy 1 pod", "3× Created 1 pod"]}

@@ -17,10 +17,10 @@ from typing import Any
 from langchain_core.messages import SystemMessage
 
 from schemas.tokens import count_tokens, render_for_model
-from services.agent.judge_input import judge_message
 from services.boundary.clip import MARKER_TOKENS, clip_text
 from services.context_render import prompts
 from services.context_render.context import message_tokens
+from services.context_render.judge_input import judge_message
 
 MIN_SHARE = MARKER_TOKENS + 24  # below this a clipped digest is only its pointer: leave it out instead
 
