@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from schemas.recall import may_see, visible_channels
-from schemas.recall_scoring import Candidate, Hit, Rarity, explained, pick
+from schemas.recall_scoring import Candidate, Hit, Rarity, explained, pick, weighted_jaccard
 
 HOUR = 3600.0
 
@@ -177,3 +179,29 @@ def test_property_a_look_alike_with_another_error_signature_never_ranks_above_th
     ranked = [h.thread_ts for h in rank(query, [alike, true], rarity, k=5)]
     assert "true" in ranked
     assert "alike" not in ranked or ranked.index("true") < ranked.index("alike")
+
+
+@given(
+    total=st.integers(1, 100_000),
+    counted=st.dictionaries(st.sampled_from(ERRORS + PLAIN), st.integers(0, 100_000)),
+    mine=st.lists(st.sampled_from(ERRORS + PLAIN + ["never counted"])),
+    theirs=st.lists(st.sampled_from(ERRORS + PLAIN + ["never counted"])),
+    errors=st.frozensets(st.sampled_from(ERRORS)),
+)
+@settings(max_examples=200)
+def test_the_inlined_weighted_jaccard_is_the_definition_bit_for_bit(
+    total: int, counted: dict[str, int], mine: list[str], theirs: list[str], errors: frozenset[str]
+) -> None:
+    """The per-query IDF table (speed: benchmarks/bench_recall.py --speed) changes no score: each key weighs
+    log(1 + N / max(1, df)) (an uncounted key as df 1), twice when an error, summed in the same order."""
+    rarity = Rarity(total, counted)
+    n = max(1, total)
+    idf = lambda k: math.log(1.0 + n / max(1, counted.get(k, 1)))  # noqa: E731
+    weigh = lambda k: idf(k) * (2.0 if k in errors else 1.0)  # noqa: E731
+    a, b = set(mine), set(theirs)
+    expected = 0.0
+    if a or b:
+        shared = sum(map(weigh, a & b))
+        expected = shared / (sum(map(weigh, a)) + sum(map(weigh, b)) - shared)
+    assert weighted_jaccard(mine, theirs, rarity, errors) == expected
+    assert all(rarity.idf(k) == idf(k) for k in [*a, *b])
