@@ -37,12 +37,17 @@ from services.agent.config import EVIDENCE_TOOL
 from services.agent.judge_evidence import claim_numbers, terse_grades
 from services.agent.playbooks import PlaybookPlan
 from services.agent.round_state import ClaimDraft, HypothesisDraft, RoundDeps, RoundState, VerdictDraft
-from services.agent.sent_calls import SentLog
-from services.agent.structured import Failed, ask_structured
+from services.agent.sent_calls import SentLog, response_format_of
+from services.agent.structured import Failed, ask_structured, format_reserve
 from services.boundary.redact import redact_text
 from services.context_render import prompts
 from services.context_render.context import message_tokens, stored_args, to_messages, tool_body
-from services.context_render.input_budget import check_input, model_input_tokens, tool_schema_tokens
+from services.context_render.input_budget import (
+    check_input,
+    model_input_tokens,
+    response_format_tokens,
+    tool_schema_tokens,
+)
 from services.context_render.judge_input import evidence_index, judge_message, judge_payload
 from services.context_render.judge_shape import judge_input_tokens, shape_judge_payload
 from services.context_render.preamble import evidence_in_hand, outside_window, pinned_window
@@ -153,8 +158,10 @@ class RoundGraph:
         """One model call, its whole input (messages and tool schemas) counted and checked first."""
         deps = self.deps
         tools = self.telemetry if model is self.investigator else []
-        tokens = model_input_tokens(messages, tools)
+        response_format = response_format_of(model)
+        tokens = model_input_tokens(messages, tools, response_format)
         schema_tokens = tool_schema_tokens(tools)
+        format_tokens = response_format_tokens(response_format)
         deps.model_inputs.append((node, tokens))
         metrics.MODEL_INPUT_TOKENS.labels(node).observe(tokens)
         name = deps.judge_model_name if model is deps.judge_model else deps.agent_model_name
@@ -167,8 +174,9 @@ class RoundGraph:
                 node=node,
                 round=deps.round,
                 input_tokens=tokens,
-                message_tokens=tokens - schema_tokens,
+                message_tokens=tokens - schema_tokens - format_tokens,
                 tool_schema_tokens=schema_tokens,
+                response_format_tokens=format_tokens,
             ),
         )
         answer = await self.sent.invoke(model, messages, tools)
@@ -203,7 +211,8 @@ class RoundGraph:
             )
             text = _joined(text, "invalid tool calls, not run", [outcomes.clip(bad, 200)])
         text = _joined(text, "checked before running", checked_notes)
-        calls, no_room = calls_with_room(deps, text, calls, deps.model_inputs[-1][1])
+        swap = format_reserve(HypothesisAnswer) - tool_schema_tokens(self.telemetry)
+        calls, no_room = calls_with_room(deps, text, calls, deps.model_inputs[-1][1], swap)
         text = _joined(text, "not run, no room under the input budget", no_room)
         update = await self.record_turn(state, i, text, calls, deps.agent_model_name)
         await self.pause()
@@ -351,7 +360,8 @@ class RoundGraph:
             return await self.nothing_to_judge(state)
         deps = self.deps
         hyp = state.get("hypothesis") or _NO_HYPOTHESIS
-        budget = deps.config.input_budget_for(deps.judge_model_name)
+        # the room for the payload: the judge model's budget less what its response_format may take
+        budget = deps.config.input_budget_for(deps.judge_model_name) - format_reserve(JudgeAnswer)
         payload = shape_judge_payload(  # services/context_render/judge_shape.py
             await self.judge_payload(state, hyp), budget, judge_input_tokens
         )
@@ -475,16 +485,17 @@ def post_text(state: RoundState) -> tuple[PostKind, str]:
 
 
 def calls_with_room(
-    deps: RoundDeps, text: str, calls: list[ToolCall], sent: int
+    deps: RoundDeps, text: str, calls: list[ToolCall], sent: int, swap: int
 ) -> tuple[list[ToolCall], list[str]]:
     """The calls whose results fit under the input budget of the calls that follow, and those that do not.
 
     The next call is sent what this one was (`sent` tokens), this answer with its calls, and each
-    call's result (at most `tool_result_tokens`); the hypothesis call swaps the tool schemas for its
-    own prompt, so the larger of the two prompts is held in reserve too.
+    call's result (at most `tool_result_tokens`); the hypothesis call swaps the investigate prompt and
+    the tool schemas for its own prompt and response_format (`swap`: the format's reserve less the
+    schemas' tokens); what either of the two may add is held in reserve.
     """
     budget = deps.config.input_budget_for(deps.agent_model_name)
-    reserve = max(0, count_tokens(prompts.HYPOTHESIS) - count_tokens(prompts.INVESTIGATE))
+    reserve = max(0, count_tokens(prompts.HYPOTHESIS) - count_tokens(prompts.INVESTIGATE)) + max(0, swap)
     kept: list[ToolCall] = []
     for call in calls:
         trial = [*kept, call]

@@ -24,6 +24,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel
 
 from services.agent.answers import AnswerError, parse_answer, response_schema
+from services.context_render.input_budget import response_format_tokens
 
 Mode = Literal["json_schema", "json_object", "prompt"]
 MODES: tuple[Mode, ...] = ("json_schema", "json_object", "prompt")
@@ -83,6 +84,13 @@ def request_format(mode: Mode, name: str, schema: dict[str, Any]) -> dict[str, A
     if mode == "json_object":
         return {"type": "json_object", "schema": schema}
     return None
+
+
+def format_reserve(shape: type[BaseModel]) -> int:
+    """The most tokens a structured call's response_format can add to its input (the json_schema mode's):
+    what the context policies hold back for it, so the call fits its input budget whichever mode is sent."""
+    schema = response_schema(shape)
+    return max(response_format_tokens(request_format(mode, shape.__name__, schema)) for mode in MODES)
 
 
 def refuses_format(exc: openai.APIStatusError) -> bool:

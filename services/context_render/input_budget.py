@@ -1,7 +1,7 @@
 """The hard limit on every model call's input (invariant 10), checked before the call.
 
-The input is counted whole: the system preamble, every message and the tool schemas sent
-beside them. The context that keeps it under the limit is built by deterministic policies
+The input is counted whole: the system preamble, every message, and the tool schemas and the
+response_format (a structured answer's JSON Schema) sent beside them. The context that keeps it under the limit is built by deterministic policies
 (the re-rendering of old rounds, the discussion policy, the investigate loop's room check),
 so going over is a bug, like a digest over its budget: the call is never made, and the
 round fails with an error that says by how much.
@@ -43,6 +43,16 @@ def tool_schema_tokens(tools: Sequence[dict[str, Any]]) -> int:
     return count_tokens(render_for_model(list(tools))) if tools else 0
 
 
-def model_input_tokens(messages: Sequence[BaseMessage], tools: Sequence[dict[str, Any]]) -> int:
-    """Everything one model call is sent: the messages (preamble included) and the tool schemas."""
-    return message_tokens(messages) + tool_schema_tokens(tools)
+def response_format_tokens(response_format: dict[str, Any] | None) -> int:
+    """Tokens of a call's response_format (its JSON Schema is input the endpoint reads, like a tool's)."""
+    return count_tokens(render_for_model(response_format)) if response_format else 0
+
+
+def model_input_tokens(
+    messages: Sequence[BaseMessage],
+    tools: Sequence[dict[str, Any]],
+    response_format: dict[str, Any] | None = None,
+) -> int:
+    """Everything one model call is sent: the messages (preamble included), the tool schemas and the
+    response_format."""
+    return message_tokens(messages) + tool_schema_tokens(tools) + response_format_tokens(response_format)

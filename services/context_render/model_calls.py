@@ -40,7 +40,7 @@ from services.context_render.context import (
     row_to_message,
     to_messages,
 )
-from services.context_render.input_budget import tool_schema_tokens
+from services.context_render.input_budget import response_format_tokens, tool_schema_tokens
 from services.context_render.judge_input import judge_message, judge_payload
 from services.context_render.judge_shape import judge_input_tokens, shape_judge_payload
 from services.context_render.preamble import Trigger, render_preamble, trigger_time
@@ -89,10 +89,16 @@ class ModelCall:
         return None if tools is None else tool_schema_tokens(tools)
 
     @property
+    def format_tokens(self) -> int:
+        """The response_format's tokens (0: none sent, or not recorded)."""
+        return response_format_tokens(self.sent.response_format if self.sent is not None else None)
+
+    @property
     def input_tokens(self) -> int | None:
-        """The whole input as the agent counts it (`model_input_tokens`): messages and tool schemas."""
+        """The whole input as the agent counts it (`model_input_tokens`): messages, tool schemas and the
+        response_format."""
         tools = self.tool_tokens
-        return None if tools is None else self.message_tokens + tools
+        return None if tools is None else self.message_tokens + tools + self.format_tokens
 
 
 def round_trigger(before: Sequence[ContextRow], round_: int) -> Trigger | None:

@@ -63,7 +63,7 @@ def sent_view(call: ModelCall) -> dict[str, Any]:
         "tool_tokens": call.tool_tokens,
         "input_tokens": call.input_tokens,
         "response_format": fmt,
-        "response_format_tokens": count_tokens(fmt) if fmt else 0,
+        "response_format_tokens": call.format_tokens,
         "refused": None if sent is None else sent.refused,
         "attempt": call.attempt,
         "appended": 0 if sent is None else len(sent.appended),
