@@ -141,7 +141,7 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
     assert all(m in (None, "local-deterministic") for i, m in models.items() if i != rows[1][0])
 
     # Round 2's whole model input per call (messages with the preamble, plus the tool schemas
-    # sent beside investigate) vs the raw the thread stands on.
+    # sent beside investigate and the response_format beside hypothesis and judge) vs the raw.
     calls = _model_calls(pipe, 2)
     inputs = [int(rec["input_tokens"]) for rec in calls]
     raw_total = sum(count_value_tokens(r[4]) for r in rows)
@@ -150,8 +150,11 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
     )
     assert {c["node"] for c in calls} == {"investigate", "hypothesis", "judge"}
     for c in calls:
-        assert c["input_tokens"] == c["message_tokens"] + c["tool_schema_tokens"]
+        parts = c["message_tokens"] + c["tool_schema_tokens"] + c["response_format_tokens"]
+        assert c["input_tokens"] == parts
         assert (c["tool_schema_tokens"] > 0) == (c["node"] == "investigate")
+        # a structured answer's JSON Schema is sent as response_format, and counted (invariant 10)
+        assert (c["response_format_tokens"] > 0) == (c["node"] in ("hypothesis", "judge"))
     assert max(inputs) < 2500
     assert raw_total > 40000
     # The show table's totals: the raw over 40,000, the context (coalesce(compact, content)) under 2,500.
