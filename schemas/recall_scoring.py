@@ -24,6 +24,11 @@ ERROR_FACTOR: Final = 2.0
 # shared error is not enough: a look-alike cause shows the same symptom (benchmarks/bench_recall.py).
 CAUSE_SHARE: Final = 0.5
 OTHER_SHARE: Final = 0.25
+# Concurrent recall where logs cannot be compared: pod reasons both incidents show name a cause on different
+# alerts and services only when an unrelated incident would show all of them by chance less often than this
+# (each reason's share of incidents, as if independent). A single reason, or a pair of reasons most of the
+# fleet shows (BackOff, Killing), never is; two rare ones together are.
+REASON_CHANCE: Final = 0.05
 
 
 @dataclass(frozen=True)
@@ -170,14 +175,16 @@ def shares_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
       other's, and at least `OTHER_SHARE` of the other's are the one's (a symptom one incident shows among
       many of its own is not a shared cause).
     - Or, where logs cannot be compared (one side has none), most (by rarity) of one's pod reasons are the
-      other's AND both fire the same alert or on the same service. Reasons come from a small vocabulary, so
-      some are shared by chance across a fleet, and a look-alike cause has the same alert on the same
-      services: neither alone is a cause.
+      other's AND either both fire the same alert or on the same service, or the reasons they share are rare
+      together (`REASON_CHANCE`). Reasons come from a small vocabulary, so a common one or a common pair is
+      shared by chance across a fleet, and a look-alike cause has the same alert on the same services:
+      neither alone is a cause.
     """
     if shared_locus(q, c):
         return True
     if not (q.patterns and c.patterns and (q.error_patterns or c.error_patterns)):
-        return min(cause_share(q, c, rarity), cause_share(c, q, rarity)) >= CAUSE_SHARE and _same_source(q, c)
+        mutual_reasons = min(cause_share(q, c, rarity), cause_share(c, q, rarity)) >= CAUSE_SHARE
+        return mutual_reasons and (_same_source(q, c) or _reasons_by_chance(q, c, rarity) < REASON_CHANCE)
     mutual = min(cause_share(q, c, rarity), cause_share(c, q, rarity))
     return cause_share_either(q, c, rarity) >= CAUSE_SHARE and mutual >= OTHER_SHARE
 
@@ -185,6 +192,16 @@ def shares_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
 def cause_share_either(q: Candidate, c: Candidate, rarity: Rarity) -> float:
     """The larger share: one incident's comparable cause signature held by the other (either way round)."""
     return max(cause_share(q, c, rarity), cause_share(c, q, rarity))
+
+
+def _reasons_by_chance(q: Candidate, c: Candidate, rarity: Rarity) -> float:
+    """The chance an unrelated incident shows every pod reason the two share: the product of each reason's
+    share of all incidents (1.0 when they share none)."""
+    chance = 1.0
+    for reason in _reason_keys(q):
+        if reason[len("reason:") :] in c.reasons:
+            chance *= min(1.0, max(1, rarity.df.get(reason, 1)) / rarity.total)
+    return chance
 
 
 def _same_source(q: Candidate, c: Candidate) -> bool:

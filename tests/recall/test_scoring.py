@@ -64,8 +64,8 @@ def test_concurrent_needs_the_window_and_a_shared_cause() -> None:
 
 
 def test_concurrent_without_comparable_logs_needs_the_reasons_on_the_same_alert_or_service() -> None:
-    """One side has no logs: pod reasons (a small vocabulary, a pair of them shared by chance across a fleet)
-    flag only on the same alert or service, and only when most of each side's reasons are the other's."""
+    """One side has no logs: pod reasons most of the fleet shows (a pair of them shared by chance) flag only
+    on the same alert or service, and only when most of each side's reasons are the other's."""
     now = 100 * HOUR
     two = {"FailedMount": 2, "BackOff": 1}
     query = profile("q", reasons=two, opened=now, resolved=None)  # no logs asked
@@ -73,8 +73,23 @@ def test_concurrent_without_comparable_logs_needs_the_reasons_on_the_same_alert_
                          reasons={"FailedMount": 4, "BackOff": 3}, opened=now - 1200, resolved=None)  # fmt: skip
     elsewhere = profile("db", service="db", alert="TargetDown", reasons={"FailedMount": 1, "BackOff": 2},
                         opened=now - 600, resolved=None)  # fmt: skip
-    rarity = Rarity(100, {OOM: 2, "reason:FailedMount": 10, "reason:BackOff": 10})
+    rarity = Rarity(100, {OOM: 2, "reason:FailedMount": 30, "reason:BackOff": 60})  # together by chance: 18%
     hits = rank(query, [same_alert, elsewhere], rarity)
+    assert [(h.thread_ts, h.kind) for h in hits] == [("pay", "concurrent")]
+
+
+def test_concurrent_without_comparable_logs_by_reasons_rare_together_on_any_alert_or_service() -> None:
+    """Pod reasons an unrelated incident shows together by chance less often than REASON_CHANCE (a registry
+    down: ImagePullBackOff with FailedScheduling on two services) name a shared cause whatever the labels;
+    one of them alone, however rare, does not."""
+    now = 100 * HOUR
+    query = profile("q", reasons={"ImagePullBackOff": 3, "FailedScheduling": 2}, opened=now, resolved=None)
+    both = profile("pay", service="payments", alert="TargetDown", opened=now - 1200, resolved=None,
+                   reasons={"ImagePullBackOff": 5, "FailedScheduling": 1})  # fmt: skip
+    one = profile("db", service="db", alert="TargetDown", opened=now - 600, resolved=None,
+                  reasons={"ImagePullBackOff": 4})  # fmt: skip
+    rarity = Rarity(100, {"reason:ImagePullBackOff": 15, "reason:FailedScheduling": 20})  # together: 3%
+    hits = rank(query, [both, one], rarity)
     assert [(h.thread_ts, h.kind) for h in hits] == [("pay", "concurrent")]
 
 
