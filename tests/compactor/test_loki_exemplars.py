@@ -71,8 +71,9 @@ def test_the_verbatim_line_is_shown_at_up_to_half_again_the_skeletons_tokens() -
 
 @pytest.mark.xfail(
     strict=True,
-    reason="r3-group's grouping (issue 36 item 4) keeps 96 patterns in the eight digests (88 on main): "
-    "71 verbatim as on main, 25 skeletons (17 on main); the lead decides the bar after merging both",
+    reason="known gap (issue 36 item 3): since the sixteen-system grouping the eight digests keep 96 "
+    "patterns, 71 verbatim and 25 skeletons (17 before); dropping lesser patterns for lines cost facts on "
+    "the sixteen systems (110 -> 107 of 117), so it is not shipped",
 )
 def test_the_corpus_digests_show_verbatim_lines_for_four_fifths_of_their_patterns() -> None:
     """benchmarks/bench_loki_exemplars.py at 300 tokens: 17 skeletons of 88 kept patterns (50 of 91
