@@ -14,6 +14,7 @@ if it does not validate, ONE repair call quotes the error back. If that fails to
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -86,6 +87,7 @@ def request_format(mode: Mode, name: str, schema: dict[str, Any]) -> dict[str, A
     return None
 
 
+@functools.cache  # a constant of the answer's class: its schema is counted once, not on every turn
 def format_reserve(shape: type[BaseModel]) -> int:
     """The most tokens a structured call's response_format can add to its input (the json_schema mode's):
     what the context policies hold back for it, so the call fits its input budget whichever mode is sent."""

@@ -1,10 +1,10 @@
 """The hard limit on every model call's input (invariant 10), checked before the call.
 
 The input is counted whole: the system preamble, every message, and the tool schemas and the
-response_format (a structured answer's JSON Schema) sent beside them. The context that keeps it under the limit is built by deterministic policies
-(the re-rendering of old rounds, the discussion policy, the investigate loop's room check),
-so going over is a bug, like a digest over its budget: the call is never made, and the
-round fails with an error that says by how much.
+response_format (a structured answer's JSON Schema) sent beside them. The context that keeps it
+under the limit is built by deterministic policies (the re-rendering of old rounds, the discussion
+policy, the investigate loop's room check), so going over is a bug, like a digest over its budget:
+the call is never made, and the round fails with an error that says by how much.
 """
 
 from __future__ import annotations
