@@ -7,7 +7,9 @@ profile keeps the loci the raw names, read strictly so that a locus is a stateme
 of mere presence:
 - a node is troubled when Kubernetes reports an event on the Node object itself (NodeNotReady,
   Rebooted, pressure), or a node alert (an alert about a node, by name) carries its `node`/`instance`;
-  a pod merely scheduled there (an event's `source.host`) says nothing;
+  a pod merely scheduled there (an event's `source.host`) says nothing by itself, so the nodes the pods ran
+  on are kept apart (`pod_event_hosts`): they tie an incident to a node only another incident reports in
+  trouble (one asked for node events, the other did not);
 - a dependency fails when an error-or-worse log line reports a connection to it failing (its
   `host:port`, or `host=`/`peer=`/`upstream=`), or a client span to it ends in error (its
   `peer.service`, `server.address`, `net.peer.name`, Envoy's `upstream.cluster`); a healthy call
@@ -22,6 +24,9 @@ from typing import Any, Final
 
 MAX_LOCI: Final = 16  # per kind and incident: the most reported first
 NODE_PREFIX: Final = "node:"
+# The profile's `nodes` column (migration 012) holds the troubled nodes as they are and the nodes the pods ran on
+# under this prefix (a node's name, a DNS name, never holds a colon): one column, no new migration.
+HOST_PREFIX: Final = "pods-on:"
 DEPENDENCY_PREFIX: Final = "dep:"
 
 _CONNECTION: Final = re.compile(
@@ -87,6 +92,32 @@ def pod_event_nodes(raw: Any) -> dict[str, int]:
     items = raw.get("items") if isinstance(raw, dict) else None
     found = [i for i in items if isinstance(i, dict) and is_node_event(i)] if isinstance(items, list) else []
     return _count(i["involvedObject"]["name"] for i in found)
+
+
+def pod_event_hosts(raw: Any) -> dict[str, int]:
+    """Nodes the pods of a Kubernetes EventList ran on: `source.host` of its Warning events on other objects than
+    a Node (the kubelet's). Not trouble by itself: a pod merely scheduled somewhere says nothing, until another
+    incident reports that node in trouble (`schemas/recall_scoring.shared_locus`)."""
+    items = raw.get("items") if isinstance(raw, dict) else None
+    found = [
+        i["source"]["host"]
+        for i in (items if isinstance(items, list) else [])
+        if isinstance(i, dict) and not is_node_event(i) and i.get("type", "Warning") == "Warning"
+        and isinstance(i.get("source"), dict) and isinstance(i["source"].get("host"), str)
+    ]  # fmt: skip
+    return _count(found)
+
+
+def stored_nodes(nodes: Iterable[str], hosts: Iterable[str]) -> list[str]:
+    """The `nodes` column's value: the troubled nodes, then the pods' nodes under HOST_PREFIX."""
+    return [*nodes, *(HOST_PREFIX + h for h in hosts)]
+
+
+def split_stored_nodes(values: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """(troubled nodes, nodes the pods ran on) from the `nodes` column's value."""
+    items = list(values)
+    hosts = frozenset(v[len(HOST_PREFIX) :] for v in items if v.startswith(HOST_PREFIX))
+    return frozenset(v for v in items if not v.startswith(HOST_PREFIX)), hosts
 
 
 def alert_nodes(alertname: str, labels: Mapping[str, Any]) -> list[str]:

@@ -23,6 +23,7 @@ from schemas.incident_locus import (
     alert_nodes,
     is_node_event,
     log_dependencies,
+    pod_event_hosts,
     pod_event_nodes,
     ranked,
     trace_dependencies,
@@ -133,7 +134,8 @@ def pod_event_facts(raw: Any) -> dict[str, Any]:
         if isinstance(item, dict) and isinstance(item.get("reason"), str) and not is_node_event(item):
             count = item.get("count")
             reasons[item["reason"]] += count if isinstance(count, int) and count > 0 else 1
-    return _with("nodes", pod_event_nodes(raw), {"reasons": dict(sorted(reasons.items()))})
+    facts = _with("nodes", pod_event_nodes(raw), {"reasons": dict(sorted(reasons.items()))})
+    return _with("hosts", pod_event_hosts(raw), facts)
 
 
 def tempo_facts(raw: Any) -> dict[str, Any]:
@@ -237,6 +239,7 @@ class Profile:
     discussion: str = ""
     nodes: tuple[str, ...] = ()  # troubled nodes, most reported first (`schemas/incident_locus.py`)
     dependencies: tuple[str, ...] = ()  # failing dependencies, most reported first
+    hosts: tuple[str, ...] = ()  # nodes its pods ran on (their Warning events'), most reported first
 
 
 def build_profile(thread_ts: str, facts: Iterable[Fact]) -> Profile:
@@ -267,6 +270,7 @@ def build_profile(thread_ts: str, facts: Iterable[Fact]) -> Profile:
         discussion="\n".join(str(f.facts.get("text") or "") for f in humans)[:MAX_DISCUSSION_CHARS],
         nodes=_loci(ordered, "nodes"),
         dependencies=_loci(ordered, "dependencies"),
+        hosts=_loci(ordered, "hosts"),
     )
 
 

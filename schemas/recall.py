@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import psycopg
 
+from schemas.incident_locus import split_stored_nodes
 from schemas.recall_keys import label_key, reason_key
 from schemas.recall_scoring import Candidate, Hit, Rarity, explained, pick, signature_weight
 
@@ -158,7 +159,8 @@ def _identity(row: Sequence[Any]) -> dict[str, Any]:
 
 
 def candidate_of(row: Sequence[Any]) -> Candidate:
-    patterns, errors, reasons, shapes, lexemes, decisions, claims, nodes, dependencies = row[10:]
+    patterns, errors, reasons, shapes, lexemes, decisions, claims, stored, dependencies = row[10:]
+    nodes, hosts = split_stored_nodes(stored or ())
     return Candidate(
         **_identity(row),
         patterns=dict(patterns or {}),
@@ -168,14 +170,16 @@ def candidate_of(row: Sequence[Any]) -> Candidate:
         lexemes=frozenset(lexemes or ()),
         decisions=tuple(decisions or ()),
         claims=tuple(claims or ()),
-        nodes=frozenset(nodes or ()),
+        nodes=nodes,
         dependencies=frozenset(dependencies or ()),
+        hosts=hosts,
     )
 
 
 def short_candidate_of(row: Sequence[Any]) -> Candidate:
     """A candidate as scoring reads it (`_SHORT_COLUMNS`): signatures and reasons without their counts."""
-    signatures, errors, reasons, shapes, shared_words, words, nodes, dependencies = row[10:]
+    signatures, errors, reasons, shapes, shared_words, words, stored, dependencies = row[10:]
+    nodes, hosts = split_stored_nodes(stored or ())
     return Candidate(
         **_identity(row),
         patterns=dict.fromkeys(signatures or (), 0),
@@ -184,8 +188,9 @@ def short_candidate_of(row: Sequence[Any]) -> Candidate:
         shapes=frozenset(shapes or ()),
         lexemes=frozenset(),
         text_overlap=(int(shared_words), int(words)),
-        nodes=frozenset(nodes or ()),
+        nodes=nodes,
         dependencies=frozenset(dependencies or ()),
+        hosts=hosts,
     )
 
 

@@ -80,6 +80,7 @@ def query_of(conn: psycopg.Connection, profile: Profile) -> Candidate:
         decisions=profile.decisions,
         claims=profile.claims,
         nodes=frozenset(profile.nodes),
+        hosts=frozenset(profile.hosts),
         dependencies=frozenset(profile.dependencies),
     )
 

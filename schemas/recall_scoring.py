@@ -53,6 +53,7 @@ class Candidate:
     text_overlap: tuple[int, int] | None = None
     nodes: frozenset[str] = frozenset()  # troubled nodes (`schemas/incident_locus.py`)
     dependencies: frozenset[str] = frozenset()  # failing dependencies
+    hosts: frozenset[str] = frozenset()  # nodes its pods ran on (not trouble by itself)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,11 @@ class Rarity:
 
     def idf(self, key: str) -> float:
         return self.table.get(key, self.rarest)
+
+    def information(self, key: str) -> float:
+        """How telling it is that two incidents share `key`: log(N / df), zero for a key every incident has.
+        Unlike the IDF (which ranks), it does not let a key most incidents show add up to a shared cause."""
+        return math.log(self.total / min(self.total, max(1, self.df.get(key, 1))))
 
 
 def signature_weight(key: str, rarity: Rarity, errors: frozenset[str]) -> float:
@@ -149,12 +155,13 @@ def _cause_keys(c: Candidate, other: Candidate) -> set[str]:
 
 
 def cause_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
-    """How much of the query's comparable cause signature (error patterns, pod reasons) the other holds."""
+    """How much of the query's comparable cause signature (error patterns, pod reasons) the other holds, each
+    key weighed by its information (`Rarity.information`): a generic error half the fleet logs ("connection
+    reset by peer") beside a look-alike's symptom is not most of a cause."""
     mine, theirs = _cause_keys(q, c), _cause_keys(c, q)
-    if not mine:
-        return 0.0
-    weigh = rarity.idf
-    return sum(weigh(k) for k in mine & theirs) / sum(weigh(k) for k in mine)
+    weigh = rarity.information
+    whole = sum(weigh(k) for k in mine)
+    return sum(weigh(k) for k in mine & theirs) / whole if whole > 0 else 0.0
 
 
 def error_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
@@ -209,8 +216,14 @@ def _same_source(q: Candidate, c: Candidate) -> bool:
 
 
 def shared_locus(q: Candidate, c: Candidate) -> bool:
-    """A troubled node or a failing dependency both report (`schemas/incident_locus.py`)."""
-    return bool(q.nodes & c.nodes or q.dependencies & c.dependencies)
+    """A troubled node or a failing dependency both report, or a node one reports in trouble that the other's
+    pods ran on (`schemas/incident_locus.py`)."""
+    return bool(q.nodes & c.nodes or q.dependencies & c.dependencies or troubled_hosts(q, c))
+
+
+def troubled_hosts(q: Candidate, c: Candidate) -> frozenset[str]:
+    """Nodes one incident reports in trouble that the other's pods ran on (either way round)."""
+    return (q.nodes & c.hosts) | (c.nodes & q.hosts)
 
 
 def overlaps(q: Candidate, c: Candidate, window_s: float) -> bool:
@@ -241,8 +254,11 @@ def explain(q: Candidate, c: Candidate, parts: Mapping[str, float], rarity: Rari
             f"(`{top}` x{q.patterns.get(top, 0)} here, x{c.patterns.get(top, 0)} there)"
         )
     nodes, dependencies = sorted(q.nodes & c.nodes), sorted(q.dependencies & c.dependencies)
+    hosted = sorted(troubled_hosts(q, c) - set(nodes))
     if nodes:
         out.append("same node in trouble: " + ", ".join(nodes[:2]))
+    if hosted:
+        out.append("pods on the node in trouble: " + ", ".join(hosted[:2]))
     if dependencies:
         out.append("same failing dependency: " + ", ".join(dependencies[:2]))
     shared = set(q.patterns) & set(c.patterns)

@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 
 from schemas.canonical import canonical_json
+from schemas.incident_locus import stored_nodes
 from schemas.incident_profile import Fact, Profile, build_profile
 from schemas.recall_keys import Posting, posting, posting_changes
 from services.projector.mapping import CommitRound, Op
@@ -230,7 +231,7 @@ def profile_params(profile: Profile) -> dict[str, Any]:
         "claims": list(profile.claims),
         "decisions": list(profile.decisions),
         "discussion": profile.discussion,
-        "nodes": list(profile.nodes),
+        "nodes": stored_nodes(profile.nodes, profile.hosts),
         "dependencies": list(profile.dependencies),
     }
     params["sha"] = hashlib.sha256(canonical_json(params).encode()).hexdigest()  # every column, canonically

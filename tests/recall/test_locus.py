@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas.incident_locus import alert_nodes, line_dependencies, pod_event_nodes, trace_dependencies
+from schemas.incident_locus import (
+    HOST_PREFIX,
+    alert_nodes,
+    line_dependencies,
+    pod_event_hosts,
+    pod_event_nodes,
+    split_stored_nodes,
+    stored_nodes,
+    trace_dependencies,
+)
 from schemas.incident_profile import (
     Fact,
     alert_facts,
@@ -42,7 +51,34 @@ def test_a_node_is_troubled_by_events_on_the_node_object_never_by_a_pod_schedule
         "OOMKilling": 2,
     }  # the node's own event is its locus, not a reason
     only_pods = {"items": events["items"][:2]}
-    assert pod_event_facts(only_pods) == {"reasons": {"BackOff": 2, "OOMKilling": 2}}  # shape unchanged
+    assert pod_event_facts(only_pods) == {"reasons": {"BackOff": 2, "OOMKilling": 2}, "hosts": {NODE: 2}}
+    assert "nodes" not in pod_event_facts(only_pods)  # where the pods ran is not trouble
+
+
+def test_the_pods_hosts_are_the_nodes_of_their_warning_events_never_a_node_objects_event() -> None:
+    """Kubelet events name the node their pod ran on (`source.host`): recorded apart from the troubled nodes,
+    from Warning events only (a pod merely started somewhere is no part of the incident)."""
+    other = "ip-10-42-2-9.internal"
+    events = {
+        "items": [
+            {**_event("BackOff", "Pod", "checkout-api-7d9f8b6c5-x2k4q"), "type": "Warning"},
+            {**_event("Unhealthy", "Pod", "checkout-api-7d9f8b6c5-h6j9n"), "type": "Warning"},
+            {**_event("Started", "Pod", "checkout-api-7d9f8b6c5-zzzzz", host=other), "type": "Normal"},
+            {**_event("NodeNotReady", "Node", other, host="node-controller"), "type": "Warning"},
+            {"reason": "FailedScheduling", "type": "Warning", "involvedObject": {"kind": "Pod", "name": "p"}},
+        ]
+    }
+    assert pod_event_hosts(events) == {NODE: 2}
+    facts = pod_event_facts(events)
+    assert facts["hosts"] == {NODE: 2} and facts["nodes"] == {other: 1}
+    assert pod_event_hosts({"items": "not a list"}) == {} and pod_event_hosts(None) == {}
+
+
+def test_the_nodes_column_keeps_troubled_nodes_and_the_pods_nodes_apart() -> None:
+    stored = stored_nodes(("ip-a",), ("ip-b", "ip-a"))
+    assert stored == ["ip-a", f"{HOST_PREFIX}ip-b", f"{HOST_PREFIX}ip-a"]
+    assert split_stored_nodes(stored) == (frozenset({"ip-a"}), frozenset({"ip-a", "ip-b"}))
+    assert split_stored_nodes(["ip-a"]) == (frozenset({"ip-a"}), frozenset())  # a profile written before
 
 
 def test_a_node_alert_names_its_node_another_alert_does_not() -> None:
@@ -112,8 +148,11 @@ def test_the_profile_keeps_loci_most_reported_first_whatever_the_order_of_facts(
         Fact("T:1:tools:1", "tool", "2026-03-14T03:17:00+00:00", {"dependencies": {"mq": 5}}),
         Fact("T:1:tools:2", "tool", "2026-03-14T03:18:00+00:00", {"reasons": {}, "nodes": {NODE: 1}}),
     ]
+    facts.append(
+        Fact("T:1:tools:3", "tool", "2026-03-14T03:19:00+00:00", {"reasons": {}, "hosts": {"ip-b": 2}})
+    )
     profile = build_profile("T", facts)
-    assert profile.dependencies == ("mq", "pg") and profile.nodes == (NODE,)
+    assert profile.dependencies == ("mq", "pg") and profile.nodes == (NODE,) and profile.hosts == ("ip-b",)
     assert build_profile("T", list(reversed(facts))) == profile
 
 

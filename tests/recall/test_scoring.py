@@ -120,6 +120,45 @@ def test_concurrent_by_a_shared_troubled_node_or_failing_dependency_whatever_the
     assert elsewhere == []
 
 
+def test_concurrent_by_a_node_in_trouble_where_the_others_pods_ran() -> None:
+    """One incident reports the node NotReady; the other's pods ran there but it asked for no node events: the
+    same place in trouble. Pods merely on one (healthy) node, or on another node, say nothing."""
+    now = 100 * HOUR
+    node = "ip-10-0-3-17.ec2.internal"
+    query = profile("q", patterns={OOM: 9}, errors=(OOM,), opened=now, resolved=None)
+    other = profile("pay", service="payments", alert="TargetDown", patterns={REFUSED: 30}, errors=(REFUSED,),
+                    opened=now - 1200, resolved=None)  # fmt: skip
+    rarity = Rarity(100, {OOM: 2, REFUSED: 2})
+    troubled = at(query, nodes=frozenset({node}), hosts=frozenset({node}))
+    hits = rank(troubled, [at(other, hosts=frozenset({node}))], rarity)
+    assert [(h.thread_ts, h.kind) for h in hits] == [("pay", "concurrent")]
+    assert any(r == f"pods on the node in trouble: {node}" for r in hits[0].reasons[:2])
+    assert [
+        h.kind for h in rank(at(query, hosts=frozenset({node})), [at(other, nodes=frozenset({node}))], rarity)
+    ] == ["concurrent"]  # either way round
+    assert rank(at(query, hosts=frozenset({node})), [at(other, hosts=frozenset({node}))], rarity) == []
+    assert rank(troubled, [at(other, hosts=frozenset({"ip-10-0-4-17.ec2.internal"}))], rarity) == []
+
+
+def test_a_generic_error_half_the_fleet_logs_does_not_make_a_look_alikes_symptom_a_shared_cause() -> None:
+    """Shares of a cause weigh each key by its information (log N/df), not its IDF: an error most incidents log
+    adds (almost) nothing, so a look-alike's symptom beside it is not half of the query's cause. The incident of
+    the same cause, showing the query's own error, still is."""
+    now = 100 * HOUR
+    generic, symptom, mine, theirs, theirs2 = (
+        f"error {w} <n>" for w in ("reset", "deadline", "m1", "m2", "m3")
+    )
+    query = profile("q", patterns=dict.fromkeys((generic, symptom, mine), 5), errors=(generic, symptom, mine),
+                    opened=now, resolved=None)  # fmt: skip
+    alike = profile("alike", service="x", alert="Other", patterns=dict.fromkeys((generic, symptom, theirs, theirs2), 5),
+                    errors=(generic, symptom, theirs, theirs2), opened=now - 600, resolved=None)  # fmt: skip
+    rarity = Rarity(100, {generic: 60, symptom: 6, mine: 3, theirs: 3, theirs2: 3})
+    assert rank(query, [alike], rarity) == []
+    same = at(alike, thread_ts="same", patterns=dict.fromkeys((generic, symptom, mine), 2),
+              error_patterns=frozenset({generic, symptom, mine}))  # fmt: skip
+    assert [h.kind for h in rank(query, [same], rarity)] == ["concurrent"]
+
+
 def test_concurrent_by_patterns_needs_the_other_to_hold_a_share_of_its_own_too() -> None:
     """A symptom one incident shows among many errors of its own is not a shared cause."""
     now = 100 * HOUR
