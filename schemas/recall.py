@@ -22,13 +22,23 @@ import psycopg
 
 from schemas.incident_locus import split_stored_nodes
 from schemas.recall_keys import label_key, reason_key
-from schemas.recall_scoring import Candidate, Hit, Rarity, explained, pick, signature_weight
+from schemas.recall_scoring import (
+    Candidate,
+    Hit,
+    Rarity,
+    explained,
+    overlaps,
+    pick,
+    signature_weight,
+    weighed_keys,
+)
 
 GROUPS_ENV: Final = "RECALL_CHANNEL_GROUPS"
 CHANNEL_ID: Final = re.compile(r"[CGD][A-Z0-9]{2,20}")  # Slack's ids; a name (#payments) is a mistake
 CANDIDATES: Final = 50  # by shared signatures; half as many by alert and service; as many by time
 PER_KEY: Final = 200  # the newest incidents read per signature before ranking by what they share
 OPEN_AT_MOST: Final = "7 days"  # an incident opened longer ago than this is not looked at as concurrent
+WINDOW_S: Final = 3600.0  # concurrent: open within the hour of the query's opening (`recall_scoring.pick`)
 PICKING_KEYS: Final = 12  # the query's rarest patterns (and as many pod reasons) that pick candidates
 
 
@@ -257,8 +267,25 @@ def recall(
     allowed = [c for c in found if may_see(q.channel, c.channel, c.private, groups)]
     if now is not None and q.opened_at is None:
         q = Candidate(**{**q.__dict__, "opened_at": now.timestamp()})
-    picked = pick(q, sorted(allowed, key=lambda c: c.thread_ts), rarity, k=k)
+    cause_rarity = _open_counted(conn, q, allowed, rarity)
+    ordered = sorted(allowed, key=lambda c: c.thread_ts)
+    picked = pick(q, ordered, rarity, k=k, window_s=WINDOW_S, cause_rarity=cause_rarity)
     return explained(q, picked, rarity, _explainable(conn, q, [p[2] for p in picked]))
+
+
+def _open_counted(
+    conn: psycopg.Connection, q: Candidate, candidates: Sequence[Candidate], rarity: Rarity
+) -> Rarity:
+    """`rarity` with the counts of the keys of the candidates open beside the query, read in one round trip
+    (none when no open candidate holds an uncounted key). Whether two open incidents share a cause weighs
+    both sides' error patterns and reasons: an uncounted key would weigh as the rarest there is, and a
+    reason most of the fleet shows would hide the one both share."""
+    open_now = [c for c in candidates if overlaps(q, c, WINDOW_S)]
+    missing = sorted({k for c in open_now for k in weighed_keys(c)} - rarity.df.keys())
+    if not missing:
+        return rarity
+    counts = {k: int(n) for k, n in conn.execute(_COUNTS, (missing,)).fetchall()}
+    return Rarity(rarity.total, {**rarity.df, **counts})
 
 
 def _explainable(conn: psycopg.Connection, q: Candidate, picked: Sequence[Candidate]) -> dict[str, Candidate]:

@@ -154,6 +154,11 @@ def _cause_keys(c: Candidate, other: Candidate) -> set[str]:
     return keys
 
 
+def weighed_keys(c: Candidate) -> set[str]:
+    """Every key `shares_cause` may weigh of an incident: its error patterns and its pod reasons."""
+    return set(c.error_patterns) | set(_reason_keys(c))
+
+
 def cause_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
     """How much of the query's comparable cause signature (error patterns, pod reasons) the other holds, each
     key weighed by its information (`Rarity.information`): a generic error half the fleet logs ("connection
@@ -287,8 +292,12 @@ def pick(
     *,
     k: int = 5,
     window_s: float = 3600.0,
+    cause_rarity: Rarity | None = None,
 ) -> list[Picked]:
-    """Concurrent hits (open within the window, sharing the cause) first, then the k most similar past ones."""
+    """Concurrent hits (open within the window, sharing the cause) first, then the k most similar past ones.
+
+    `cause_rarity` also counts the open candidates' own keys (`shares_cause` weighs both sides' signatures;
+    `rarity` may count only the query's, enough to rank history)."""
     concurrent: list[tuple[float, Candidate, dict[str, float]]] = []
     historical: list[tuple[float, Candidate, dict[str, float]]] = []
     q_reasons = _reason_keys(q)
@@ -298,7 +307,7 @@ def pick(
         parts = score(q, c, rarity, q_reasons)
         value = total(parts)
         if overlaps(q, c, window_s):
-            if shares_cause(q, c, rarity):
+            if shares_cause(q, c, cause_rarity or rarity):
                 concurrent.append((value, c, parts))
             continue  # an open, unrelated incident is not history yet
         if value > 0 and (c.opened_at is None or q.opened_at is None or c.opened_at < q.opened_at):

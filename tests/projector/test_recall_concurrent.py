@@ -1,5 +1,6 @@
-"""Concurrent recall by the node one incident reports in trouble and the other's pods ran on, through the real
-projector SQL (the pods' nodes share the profile's `nodes` column under a prefix) and `schemas.recall`."""
+"""Concurrent recall through the real projector SQL and `schemas.recall`: by the node one incident reports in
+trouble and the other's pods ran on (the pods' nodes share the profile's `nodes` column under a prefix), and
+with the counts of the open incident's own keys (not only the query's)."""
 
 from __future__ import annotations
 
@@ -85,3 +86,42 @@ def test_pods_on_another_node_are_not_flagged(pg_conn: psycopg.Connection, pg_sc
     """No pattern, no shared reason, no shared place: nothing but the time links them."""
     query = _project(pg_conn, pg_schema, OTHER_NODE)
     assert [h for h in recall(pg_conn, query, k=3) if h.kind == "concurrent"] == []
+
+
+def test_an_open_incidents_own_common_reason_is_weighed_by_its_count_not_as_the_rarest(
+    pg_conn: psycopg.Connection, pg_schema: str
+) -> None:
+    """The query (no logs) shows FailedMount, rare; the payments incident open beside it on the same alert shows
+    FailedMount and BackOff, which most of the fleet shows. Read with the counts of the query's keys only,
+    BackOff would weigh as the rarest key there is and hide the reason both share: the open incident's own
+    keys are counted too (one more read, for the open candidates only)."""
+    fleet = [
+        event
+        for k in range(8)
+        for event in _incident(
+            thread_key(CHANNEL, f"17734{k:02d}000.000100"),
+            T0 - timedelta(days=9 - k),
+            f"svc-{k}",
+            [_warning("BackOff", f"svc-{k}-7d9f8b6c5-x2k4q", OTHER_NODE)],
+        )
+    ]
+    payments = thread_key(CHANNEL, "1773499000.000100")
+    query = thread_key(CHANNEL, "1773500000.000100")
+    events = [
+        *fleet,
+        *_incident(
+            payments,
+            T0 - timedelta(minutes=20),
+            "payments-api",
+            [
+                _warning("FailedMount", "payments-api-7d9f8b6c5-x2k4q", OTHER_NODE),
+                _warning("BackOff", "payments-api-7d9f8b6c5-x2k4q", OTHER_NODE),
+            ],
+        ),
+        *_incident(
+            query, T0, "checkout-api", [_warning("FailedMount", "checkout-api-5c4b7d9f8-h6j9n", NODE)]
+        ),
+    ]
+    assert apply_events(pg_conn, events, pg_schema) == []
+    concurrent = [h.thread_ts for h in recall(pg_conn, query, k=3) if h.kind == "concurrent"]
+    assert concurrent == [payments]
