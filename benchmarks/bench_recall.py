@@ -28,7 +28,8 @@ from schemas.recall import recall
 from services.projector.profile_store import UPSERT_PROFILE, posting_of, profile_params, write_recall_keys
 from services.runtime.settings import Settings
 
-SEEDS = (11, 23, 37, 41, 53)
+SEEDS = (3, 5, 7, 11, 23, 37, 41, 53, 101, 202)
+SEED_TIMED = 11  # the history cloned for the query time
 SCALE = 100_000
 TIMED_QUERIES = 200
 
@@ -190,16 +191,16 @@ def speed(conn: psycopg.Connection, history: History) -> dict[str, float]:
     }
 
 
-def run(settings: Settings) -> dict[str, Any]:
+def run(settings: Settings, seeds: Sequence[int] = SEEDS, *, timed: bool = True) -> dict[str, Any]:
     per_seed = {}
     with (
         fresh_schema(settings.database_url) as schema,
         psycopg.connect(settings.database_url, options=f"-c search_path={schema}") as conn,
     ):
-        for seed in SEEDS:
+        for seed in seeds:
             per_seed[seed] = evaluate(conn, make_history(seed))
             print(f"[bench recall] seed {seed}: {per_seed[seed]}", file=sys.stderr, flush=True)
-        timing = speed(conn, make_history(SEEDS[0], n_past=1000, n_queries=100))
+        timing = speed(conn, make_history(SEED_TIMED, n_past=1000, n_queries=100)) if timed else None
     return {
         "title": "Recall across incidents",
         "seeds": per_seed,
@@ -208,7 +209,7 @@ def run(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _markdown(per_seed: dict[int, dict[str, float]], timing: dict[str, float]) -> str:
+def _markdown(per_seed: dict[int, dict[str, float]], timing: dict[str, float] | None) -> str:
     lines = [
         "Historical and concurrent recall on generated histories (`benchmarks/recall_histories.py`: causes with",
         "their own error templates, look-alike causes sharing alert and services, noisy labels, common and generic",
@@ -228,6 +229,8 @@ def _markdown(per_seed: dict[int, dict[str, float]], timing: dict[str, float]) -
         )
     for label, pick in (("mean", statistics.fmean), ("worst", None)):
         lines.append(_summary_row(label, per_seed, pick))
+    if timing is None:
+        return "\n".join(lines) + "\n"
     lines += [
         "",
         f"Query time: `recall` (profile, rarity, candidates, scoring) over {timing['incidents']:,} profiles, "
@@ -261,12 +264,28 @@ def run_speed(settings: Settings) -> dict[str, float]:
         fresh_schema(settings.database_url) as schema,
         psycopg.connect(settings.database_url, options=f"-c search_path={schema}") as conn,
     ):
-        return speed(conn, make_history(SEEDS[0], n_past=1000, n_queries=100))
+        return speed(conn, make_history(SEED_TIMED, n_past=1000, n_queries=100))
+
+
+def _main(argv: Sequence[str]) -> int:
+    """`--speed`: the query time alone; `--quality [SEED,SEED...]`: the seeds' table alone (default SEEDS)."""
+    if list(argv) == ["--speed"]:
+        print(run_speed(Settings.from_env()))
+        return 0
+    if argv[:1] == ["--quality"] and len(argv) <= 2:
+        try:
+            seeds = [int(s) for s in argv[1].split(",")] if len(argv) == 2 else list(SEEDS)
+        except ValueError:
+            print("bench_recall: --quality takes seeds like 3,5,7", file=sys.stderr)
+            return 2
+        print(run(Settings.from_env(), seeds, timed=False)["markdown"])
+        return 0
+    if argv:
+        print("usage: python -m benchmarks.bench_recall [--speed | --quality [SEEDS]]", file=sys.stderr)
+        return 2
+    print(run(Settings.from_env())["markdown"])
+    return 0
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--speed"]:
-        print(run_speed(Settings.from_env()))
-    else:
-        result = run(Settings.from_env())
-        print(result["markdown"])
+    sys.exit(_main(sys.argv[1:]))

@@ -182,23 +182,42 @@ def error_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
 def shares_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
     """Same cause, for two incidents already open together (the caller checks the time).
 
-    - Both report the same place in trouble: a troubled node or a failing dependency.
-    - Or both looked at logs, most (by rarity) of one's comparable error patterns and pod reasons are the
-      other's, and at least `OTHER_SHARE` of the other's are the one's (a symptom one incident shows among
+    - Both report the same place in trouble: a troubled node or a failing dependency, or a node one reports
+      in trouble where the other's pods ran.
+    - Or both looked at logs, most (by information) of one's comparable error patterns and pod reasons are
+      the other's, and at least `OTHER_SHARE` of the other's are the one's (a symptom one incident shows among
       many of its own is not a shared cause).
-    - Or, where logs cannot be compared (one side has none), most (by rarity) of one's pod reasons are the
-      other's AND either both fire the same alert or on the same service, or the reasons they share are rare
-      together (`REASON_CHANCE`). Reasons come from a small vocabulary, so a common one or a common pair is
-      shared by chance across a fleet, and a look-alike cause has the same alert on the same services:
-      neither alone is a cause.
+    - Or, where logs cannot be compared (one side has none), by pod reasons (`_reasons_share_cause`).
     """
     if shared_locus(q, c):
         return True
     if not (q.patterns and c.patterns and (q.error_patterns or c.error_patterns)):
-        mutual_reasons = min(cause_share(q, c, rarity), cause_share(c, q, rarity)) >= CAUSE_SHARE
-        return mutual_reasons and (_same_source(q, c) or _reasons_by_chance(q, c, rarity) < REASON_CHANCE)
+        return _reasons_share_cause(q, c, rarity)
     mutual = min(cause_share(q, c, rarity), cause_share(c, q, rarity))
     return cause_share_either(q, c, rarity) >= CAUSE_SHARE and mutual >= OTHER_SHARE
+
+
+def _reasons_share_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
+    """Pod reasons name a shared cause when every comparable reason of one side is the other's (the side that
+    saw fewer may have missed one: events age out, a pod is asked about once) and at least `OTHER_SHARE` of
+    the other's are the one's; AND either both fire the same alert or on the same service, or the reasons they
+    share are rare together (`REASON_CHANCE`). Reasons come from a small vocabulary, so a common one or a
+    common pair is shared by chance across a fleet, and a look-alike cause has the same alert on the same
+    services: neither alone is a cause. Never when each names a place in trouble and the places differ
+    (`shared_locus` found none in common): that is two outages, whatever reasons they both show."""
+    if _elsewhere(q, c):
+        return False
+    mine, theirs = _cause_keys(q, c), _cause_keys(c, q)
+    if not (mine and theirs and (mine <= theirs or theirs <= mine)):
+        return False
+    if min(cause_share(q, c, rarity), cause_share(c, q, rarity)) < OTHER_SHARE:
+        return False
+    return _same_source(q, c) or _reasons_by_chance(q, c, rarity) < REASON_CHANCE
+
+
+def _elsewhere(q: Candidate, c: Candidate) -> bool:
+    """Each names a place in trouble (a node, a failing dependency): by then none is shared."""
+    return bool(q.nodes or q.dependencies) and bool(c.nodes or c.dependencies)
 
 
 def cause_share_either(q: Candidate, c: Candidate, rarity: Rarity) -> float:

@@ -93,6 +93,37 @@ def test_concurrent_without_comparable_logs_by_reasons_rare_together_on_any_aler
     assert [(h.thread_ts, h.kind) for h in hits] == [("pay", "concurrent")]
 
 
+def test_concurrent_without_comparable_logs_when_one_sides_reasons_are_all_the_others() -> None:
+    """The side that saw fewer pod reasons may have missed one: all of its reasons held by the other (and a
+    quarter of the other's by it) is enough on the same alert, though the other's own reason is rarer; a
+    reason of its own that the other lacks is a difference."""
+    now = 100 * HOUR
+    query = profile("q", reasons={"FailedMount": 2}, opened=now, resolved=None)  # no logs asked
+    more = profile("pay", service="payments", patterns={OOM: 5}, errors=(OOM,), opened=now - 1200, resolved=None,
+                   reasons={"FailedMount": 4, "FailedCreatePodSandBox": 1})  # fmt: skip
+    rarity = Rarity(
+        100, {OOM: 2, "reason:FailedMount": 20, "reason:FailedCreatePodSandBox": 8, "reason:Evicted": 9}
+    )
+    assert [(h.thread_ts, h.kind) for h in rank(query, [more], rarity)] == [("pay", "concurrent")]
+    own = at(query, reasons={"FailedMount": 2, "Evicted": 1})  # neither side's reasons all the other's
+    assert rank(own, [more], rarity) == []
+
+
+def test_reasons_never_tie_two_incidents_that_each_name_another_place_in_trouble() -> None:
+    """Pod reasons both show, on the same alert, flag a concurrent incident; not when one reports its node
+    NotReady and the other fails to reach its database: two places in trouble, two outages."""
+    now = 100 * HOUR
+    two = {"ImagePullBackOff": 2, "FailedScheduling": 1}
+    query = profile("q", reasons=two, opened=now, resolved=None)
+    other = profile("pay", service="payments", patterns={OOM: 5}, errors=(OOM,), reasons=two,
+                    opened=now - 1200, resolved=None)  # fmt: skip
+    rarity = Rarity(100, {OOM: 2, "reason:ImagePullBackOff": 15, "reason:FailedScheduling": 20})
+    assert [h.kind for h in rank(query, [other], rarity)] == ["concurrent"]
+    node, db = frozenset({"ip-10-0-3-17.ec2.internal"}), frozenset({"pg-orders"})
+    assert [h.kind for h in rank(at(query, nodes=node), [other], rarity)] == ["concurrent"]  # one place only
+    assert rank(at(query, nodes=node), [at(other, dependencies=db)], rarity) == []
+
+
 def at(c: Candidate, **changes: object) -> Candidate:
     return Candidate(**{**c.__dict__, **changes})
 
