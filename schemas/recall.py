@@ -136,8 +136,8 @@ SELECT {_SHORT_COLUMNS} FROM incident_profiles WHERE thread_ts IN (
 
 # What `explain` quotes of a hit, and no more: the counts of the query's error patterns it holds, its pod
 # reasons with their counts, and its last decision (never every pattern's count, the claims or the words).
-# A second round trip for the few hits is cheaper than reading this with every candidate (measured:
-# benchmarks/bench_recall.py --speed, BENCHMARKS.md).
+# A second round trip for the few hits costs less than reading this with every candidate (tried: BENCHMARKS.md,
+# "Recall across incidents", query speed).
 _EXPLAINED = """
 SELECT thread_ts,
     (SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(patterns) e WHERE e.key = ANY(%(errors)s::text[])),
