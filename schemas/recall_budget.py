@@ -9,8 +9,10 @@ weight (IDF) is small, share what is left, each at least `KEY_FLOOR` rows, so an
 common pod reasons still finds candidates. The rows a key can read are bounded by its document frequency
 (`incident_signature_counts`), so a rare key with few holders leaves its unused rows to the next one.
 
-The bound: the stage reads at most `SIGNATURE_ROWS` index rows per visible channel, whatever the keys
-(`tests/recall/test_recall_budget.py`; the candidate query passes these limits to its LIMIT per key).
+The bound: the stage reads at most `SIGNATURE_ROWS` index rows per visible channel, whatever the keys, as
+long as the counts are right (the projector keeps them in the profiles' transaction; a test checks they equal
+a recount); a stale count can cost at most `PER_KEY` rows for its key. Tests: `tests/recall/test_recall_budget.py`
+(the allocation), `tests/recall/test_candidate_bound.py` (the statement, counted by Postgres).
 """
 
 from __future__ import annotations
