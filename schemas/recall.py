@@ -108,6 +108,13 @@ _SHORT_COLUMNS = f"""{_IDENTITY_COLUMNS}, signatures, error_patterns,
     length(discussion_tsv) - length(ts_delete(discussion_tsv, %(lexemes)s::text[])),
     length(discussion_tsv), nodes, dependencies"""
 
+# For an incident open around the query's opening (by time), the counts of its own error patterns and reasons:
+# whether it shares the query's cause weighs both sides' keys (`_open_counted`), read here, not in a round trip
+# of its own.
+_OPEN_COUNTS = """CASE WHEN thread_ts IN (SELECT thread_ts FROM by_time) THEN (
+    SELECT jsonb_object_agg(s.key, s.n) FROM incident_signature_counts s
+    WHERE s.key = ANY(error_patterns || ARRAY(SELECT 'reason:' || unnest(reason_keys)))) END"""
+
 # Candidates, each source bounded and confined to the channels the thread may see, read from recall's
 # inverted index (migration 009) so no source sorts every incident holding a common key:
 # - by signature: the newest incidents holding each of the query's rarest patterns and reasons, as many per
@@ -140,7 +147,7 @@ by_time AS (
       AND (resolved_at IS NULL OR resolved_at >= to_timestamp(%(opened)s) - interval '1 hour')
     ORDER BY opened_at DESC LIMIT {CANDIDATES}
 )
-SELECT {_SHORT_COLUMNS} FROM incident_profiles WHERE thread_ts IN (
+SELECT {_SHORT_COLUMNS}, {_OPEN_COUNTS} FROM incident_profiles WHERE thread_ts IN (
     SELECT thread_ts FROM by_signature UNION SELECT thread_ts FROM by_label UNION SELECT thread_ts FROM by_time
 )
 """
@@ -192,7 +199,7 @@ def candidate_of(row: Sequence[Any]) -> Candidate:
 
 def short_candidate_of(row: Sequence[Any]) -> Candidate:
     """A candidate as scoring reads it (`_SHORT_COLUMNS`): signatures and reasons without their counts."""
-    signatures, errors, reasons, shapes, shared_words, words, stored, dependencies = row[10:]
+    signatures, errors, reasons, shapes, shared_words, words, stored, dependencies = row[10:18]
     nodes, hosts = split_stored_nodes(stored or ())
     return Candidate(
         **_identity(row),
@@ -272,10 +279,11 @@ def recall(
         rarity = _rarity(conn, q)
     rows = conn.execute(_CANDIDATES, candidate_params(q, rarity, channels)).fetchall()
     found = [short_candidate_of(r) for r in rows]
+    counted = {k: int(n) for r in rows if r[-1] for k, n in r[-1].items()}
     allowed = [c for c in found if may_see(q.channel, c.channel, c.private, groups)]
     if now is not None and q.opened_at is None:
         q = Candidate(**{**q.__dict__, "opened_at": now.timestamp()})
-    cause_rarity = _open_counted(conn, q, allowed, rarity)
+    cause_rarity = _open_counted(conn, q, allowed, Rarity(rarity.total, {**counted, **rarity.df}))
     ordered = sorted(allowed, key=lambda c: c.thread_ts)
     picked = pick(q, ordered, rarity, k=k, window_s=WINDOW_S, cause_rarity=cause_rarity)
     return explained(q, picked, rarity, _explainable(conn, q, [p[2] for p in picked]))
@@ -284,8 +292,9 @@ def recall(
 def _open_counted(
     conn: psycopg.Connection, q: Candidate, candidates: Sequence[Candidate], rarity: Rarity
 ) -> Rarity:
-    """`rarity` with the counts of the keys of the candidates open beside the query, read in one round trip
-    (none when no open candidate holds an uncounted key). Whether two open incidents share a cause weighs
+    """`rarity` with the counts of the keys of the candidates open beside the query (the candidate query
+    reads them for those open by time; one more round trip only for an uncounted key left, e.g. of an incident
+    open for longer than OPEN_AT_MOST). Whether two open incidents share a cause weighs
     both sides' error patterns and reasons: an uncounted key would weigh as the rarest there is, and a
     reason most of the fleet shows would hide the one both share."""
     open_now = [c for c in candidates if overlaps(q, c, WINDOW_S)]
