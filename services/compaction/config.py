@@ -49,7 +49,9 @@ from services.runtime.loading import json_object_setting
 #    Verbatim exemplar lines wherever they cost at most half again the skeleton's tokens; grouping
 #    that holds on all sixteen loghub systems (source tags as header, variable columns, one pattern
 #    per constant-word sequence).
-COMPACTOR_VERSION = f"11.r{REDACTOR_VERSION}"
+# 12: a column split by few distinct words is one variable again when three of its words recur after
+#    the same word in a second split statement (user names: `session opened/closed for user ...`).
+COMPACTOR_VERSION = f"12.r{REDACTOR_VERSION}"
 
 BUDGETS_ENV = "COMPACTOR_BUDGETS"
 # The settings `load_config` reads: a re-derivation records them, and a compactor following a switch
