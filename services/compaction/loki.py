@@ -32,7 +32,7 @@ from services.compaction.log_anatomy import (
     level_name,
     split_line,
 )
-from services.compaction.log_exemplar import CHUNK, SHORT_CHARS, shape, terse_line
+from services.compaction.log_exemplar import SHORT_CHARS, pattern_spread, shape, terse_line
 from services.compaction.log_patterns import WILD, digit_family, mine_words, word_spans
 from services.compaction.log_streams import StreamSet, families
 from services.compaction.model import Draft, Item, RawFormatError
@@ -296,9 +296,7 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
     patterns, messages, raws = _patterns(entries, streams, hidden)
     sources = StreamSet(streams, {s for _, s, _ in entries}, hidden)
     clock = Clock(entries[0][0], entries[-1][0])
-    spread: Counter[str] = Counter()
-    for pattern in patterns:
-        spread.update({shape(c) for c in CHUNK.split(messages[pattern.members[0]].strip())[0::2]})
+    spread = pattern_spread([messages[pattern.members[0]] for pattern in patterns])
     pinned = sorted(
         (p for p in patterns if LEVEL_RANK[p.level] >= ERROR_RANK),
         key=lambda p: (-len(p.members), -LEVEL_RANK[p.level], p.first),

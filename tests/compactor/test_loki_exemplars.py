@@ -92,3 +92,22 @@ def test_a_short_logger_shown_as_its_class_still_holds_the_skeletons_words() -> 
     constant = frozenset(w for w in _words(message) if not any(ch.isdigit() for ch in w))
     out = log_exemplar.terse_line(message, 72, (4, 3), Counter(), constant)
     assert "..." not in out and out.startswith("BlockManager: Found block rdd_2_1 locally"), out
+
+
+def test_a_cut_line_shows_the_word_that_tells_it_from_the_patterns_that_open_alike() -> None:
+    """Three statements open alike and differ in their tail; `broken` is rarer over the whole answer
+    than `directory`, but every sibling holds it. The excerpt always shows the opening, so the word
+    it reaches for is the one that tells the pattern from those that open alike."""
+    target = "agent: Failed to start /srv/job/a.bin: the job image is broken, Not a directory"
+    messages = [
+        target,
+        "agent: Failed to start /srv/job/b.bin: the job image is broken, Permission denied",
+        "agent: Failed to start /srv/job/c.bin: the job image is broken, Exec format error",
+        "agent: chdir /srv/x failed: Not a directory",
+        "agent: mkdir /srv/y failed: Not a directory",
+        "cleaner: rmdir /srv/z failed: Not a directory",
+    ]
+    spread = log_exemplar.pattern_spread(messages)
+    constant = frozenset(w for w in _words(target) if "/" not in w)
+    out = log_exemplar.excerpt(target, 48, spread, constant)
+    assert out.startswith("agent: Failed to") and "directory" in out, out
