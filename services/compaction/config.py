@@ -53,7 +53,8 @@ from services.runtime.loading import json_object_setting
 #    a column split by few distinct words is one variable again when three of its words recur after
 #    the same word in a second split statement (user names: `session opened/closed for user ...`);
 #    each level's k-th kept item is worth 1/k when choosing a fold (`fit._shown`), so a long error
-#    tail shown whole no longer outbids the largest lesser patterns (issue 36).
+#    tail shown whole no longer outbids the largest lesser patterns; a terse form is the line itself
+#    when it holds the skeleton's opening words and its most telling one (issue 36).
 COMPACTOR_VERSION = f"12.r{REDACTOR_VERSION}"
 
 BUDGETS_ENV = "COMPACTOR_BUDGETS"

@@ -189,13 +189,15 @@ def terse_line(
     message: str, limit: int, words: tuple[int, int], spread: Counter[str], constant: frozenset[str]
 ) -> str:
     """A terse form of the exemplar: the line itself, cut to the skeleton's length or `limit`
-    (`excerpt`), or up to half as long again, as soon as it holds every word the skeleton of its
-    words shows (`keywords`: `words` opening and rarest words) in at most `LINE_COST` times the
-    skeleton's tokens; else the skeleton, which says which message it is where no run of the line
-    can (telling words far apart, or a line of long values). So a verbatim line costs a digest no
-    word the skeleton would have shown (benchmarks/bench_loki_exemplars.py counts the skeletons)."""
+    (`excerpt`), or up to half as long again, as soon as it holds the words that say which message
+    it is (the skeleton's opening words and its most telling one: `keywords` with `words[0]` opening
+    words and one rare word) in at most `LINE_COST` times the skeleton's tokens; else the skeleton
+    (`keywords`: `words` opening and rarest words), which says which message it is where no run of
+    the line can (the telling word far from the opening, or a line of long values). The skeleton's
+    further rare words do not outweigh a line that can be read and quoted (issue 36 item 3;
+    benchmarks/bench_loki_exemplars.py counts the skeletons)."""
     skeleton = keywords(message, *words, spread, constant)
-    needed = _said(skeleton.replace("...", " "))
+    needed = _said(keywords(message, words[0], 1, spread, constant).replace("...", " "))
     base = max(limit, len(skeleton))
     for wider in _WIDER:
         line = excerpt(message, int(base * wider), spread, constant)
