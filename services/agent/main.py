@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import replace
 
 import psycopg
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -352,10 +351,7 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
                 "pass_env": list(TELEMETRY_ENV),  # the one command given is the telemetry server
             }
         ]
-    kafka = settings.kafka
-    bootstrap = args.bootstrap_servers or data.pop("bootstrap_servers", None)
-    if bootstrap:
-        kafka = replace(kafka, bootstrap_servers=bootstrap)
+    kafka = settings.kafka.with_bootstrap(args.bootstrap_servers or data.pop("bootstrap_servers", None))
     return build_config(
         data,
         models=models,

@@ -81,9 +81,7 @@ def config_from_args(args: argparse.Namespace) -> StreamConfig:
         port = getattr(args, name)
         if port is not None and not 0 < port < 65536:
             raise UserFacingError(f"--{name.replace('_', '-')} must be a TCP port, got {port}")
-    kafka = Settings.from_env().kafka
-    if args.broker:
-        kafka = replace(kafka, bootstrap_servers=args.broker)
+    kafka = Settings.from_env().kafka.with_bootstrap(args.broker)
     workers_dir = os.path.abspath(args.workers_dir) if args.workers_dir else str(state_dir() / "faust")
     return StreamConfig(
         kafka=kafka,
