@@ -14,7 +14,7 @@ import pytest
 from schemas.events import AlertReceived, EventBase, RoundCommitted, SlackPostRecorded, ThreadPost
 from schemas.ids import message_id, thread_key
 from services.runtime.errors import UserFacingError
-from services.voice.blocks import METADATA_EVENT_TYPE, post_blocks
+from services.voice.blocks import METADATA_EVENT_TYPE, SlackMessage, post_blocks
 from services.voice.poster import Voice
 from services.voice.routing import parse_routes, route
 
@@ -42,12 +42,11 @@ class FakeSlack:
                 return str(m["ts"])
         return None
 
-    async def post(
-        self, channel: str, thread_ts: str | None, text: str, blocks: list[Any], meta: dict[str, Any]
-    ) -> str:
+    async def post(self, message: SlackMessage) -> str:
         ts = f"1800000000.{len(self.messages) + 1:06d}"
+        m = message
         self.messages.append(
-            {"channel": channel, "thread_ts": thread_ts, "ts": ts, "text": text, "meta": meta}
+            {"channel": m.channel, "thread_ts": m.thread_ts, "ts": ts, "text": m.text, "meta": m.metadata}
         )
         return ts
 
