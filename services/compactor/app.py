@@ -19,7 +19,6 @@ from schemas.projections import Writers
 from services.compaction.config import load_config
 from services.compactor.stream_config import (
     DEFAULT_APP_ID,
-    DEFAULT_SELECTIONS_TOPIC,
     GUARANTEES,
     StreamConfig,
 )
@@ -45,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dlq-topic", default=topics.DLQ, help="dead-letter topic (default: %(default)s)")
     parser.add_argument(
         "--selections-topic",
-        default=DEFAULT_SELECTIONS_TOPIC,
+        default=topics.SELECTIONS,
         help="changelog of recorded selector choices, shared across app ids (default: %(default)s)",
     )
     parser.add_argument("--workers-dir", default=None, help="faust data dirs (default: <state dir>/faust)")
