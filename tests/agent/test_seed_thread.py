@@ -19,6 +19,7 @@ import httpx
 import psycopg
 import pytest
 
+from deploy.local import loopback_http
 from deploy.local.pipeline import Pipeline, Proc, free_port
 from schemas.events import ToolResult
 from schemas.ids import canonical_args_hash
@@ -53,7 +54,7 @@ def _start(pipe: Pipeline, group: str, delay: str, port: int = 0) -> Proc:
 
 def _healthz(port: int) -> tuple[int, dict[str, Any]] | None:
     try:
-        resp = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+        resp = loopback_http.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
     except httpx.HTTPError:
         return None
     return resp.status_code, resp.json()
@@ -96,7 +97,7 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
         # /healthz is the loop's heartbeat, not prometheus_client's catch-all.
         health = pipe.wait_until(lambda: (h := _healthz(port)) and h[0] == 200 and h, 60, "agent /healthz")
         assert health[1]["ok"] is True and "loop" in health[1]["detail"]
-        assert httpx.get(f"http://127.0.0.1:{port}/nope", timeout=2).status_code == 404
+        assert loopback_http.get(f"http://127.0.0.1:{port}/nope", timeout=2).status_code == 404
 
         # Round 1: the alert.
         produce(kafka_bootstrap, topic_names["events"], alert_events())
