@@ -36,13 +36,14 @@ browser: venv
 	$(BIN)/python -m deploy.local.browser
 
 # Two passes over the one stack `up` started: the parallel one (pytest-xdist, TEST_WORKERS processes, a
-# module's tests on one worker so its module fixtures start once), then the `serial` tests alone (they
-# restart a shared process or bound a wall-clock time: tests/conftest.py). Both run; either failing fails.
+# module's tests on one worker so its module fixtures start once; the heavy modules handed out first, in
+# the collection order tests/xdist_order.py sets), then the `serial` tests alone (they restart a shared
+# process or bound a wall-clock time: tests/conftest.py). Both run; either failing fails.
 TEST_WORKERS ?= 4
 TEST_MARKS := (not reliability or fast)
 test: lint validate-deploy up browser
 	rc=0; \
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope -m "$(TEST_MARKS) and not serial" --durations=25 $(PYTEST_ARGS) || rc=$$?; \
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "$(TEST_MARKS) and not serial" --durations=25 $(PYTEST_ARGS) || rc=$$?; \
 	$(BIN)/pytest -m "$(TEST_MARKS) and serial" --durations=10 $(PYTEST_ARGS) || rc=$$((rc ? rc : $$?)); \
 	exit $$rc
 

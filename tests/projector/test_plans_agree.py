@@ -28,6 +28,8 @@ from services.projector.plan import Plan
 
 from .helpers import messages, table
 
+pytestmark = pytest.mark.slow  # a property over the real database
+
 T = "1710406800.000100"
 U = "1710406900.000200"
 TABLES = ("round_staging", "incident_state", "tool_digest_cache", "slack_posts", "projector_offsets")
