@@ -54,7 +54,8 @@ test-fast: venv
 
 # Also the heavy property tests with every example they were written with (make test draws a share:
 # tests/property_depth.py).
-DEEP_PROPERTY_TESTS := tests/test_canonical_json.py tests/test_tokens.py
+DEEP_PROPERTY_TESTS := tests/test_canonical_json.py tests/test_tokens.py tests/projector/test_plans_agree.py \
+	tests/compactor/test_loki.py
 test-reliability: venv up
 	$(BIN)/pytest -m reliability tests/reliability $(PYTEST_ARGS)
 	INCIDENT_MEMORY_DEEP_PROPERTIES=1 $(BIN)/pytest -q $(DEEP_PROPERTY_TESTS) $(PYTEST_ARGS)

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from property_depth import examples  # tests/ is on sys.path (pytest's rootdir conftest)
 
 from deploy.local.testdata import T0, interleave, synthetic_human, synthetic_round, synthetic_thread
 from schemas.events import EventBase, IncidentStateChanged, ReRendered
@@ -141,7 +142,7 @@ def direct_copy_for_small_batches() -> Iterator[None]:
 
 
 @settings(
-    max_examples=100,
+    max_examples=examples(deep_run=100, make_test=40),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
