@@ -41,10 +41,13 @@ browser: venv
 # process or bound a wall-clock time: tests/conftest.py). Both run; either failing fails.
 TEST_WORKERS ?= 4
 TEST_MARKS := (not reliability or fast)
+# The serial pass collects only the files that mark a test serial, not the whole suite again
+# (tests/serial_pass.py refuses a serial test marked in a file that does not say so).
+SERIAL_FILES = $(shell grep -rl --include='test_*.py' 'pytest.mark.serial' tests)
 test: lint validate-deploy up browser
 	rc=0; \
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "$(TEST_MARKS) and not serial" --durations=25 $(PYTEST_ARGS) || rc=$$?; \
-	$(BIN)/pytest -m "$(TEST_MARKS) and serial" --durations=10 $(PYTEST_ARGS) || rc=$$((rc ? rc : $$?)); \
+	$(BIN)/pytest -m "$(TEST_MARKS) and serial" --durations=10 $(PYTEST_ARGS) $(SERIAL_FILES) || rc=$$((rc ? rc : $$?)); \
 	exit $$rc
 
 # No Kafka, no Postgres, under a minute: every test whose fixtures reach `stack` is marked `stack`

@@ -28,7 +28,10 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from serial_pass import skip_serial_in_workers  # tests/ is on sys.path (this rootdir conftest's dir)
+from serial_pass import (  # tests/ is on sys.path (this rootdir conftest's dir)
+    refuse_hidden_serial_marks,
+    skip_serial_in_workers,
+)
 from xdist_order import heavy_modules_first
 
 from deploy.local.external import external_stack
@@ -55,6 +58,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if STACK_FIXTURE in getattr(item, "fixturenames", ()) and item.get_closest_marker("stack") is None:
             item.add_marker(pytest.mark.stack)
+    refuse_hidden_serial_marks(items)
     skip_serial_in_workers(config, items)
     heavy_modules_first(items)
 
