@@ -13,20 +13,20 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
 import psycopg
 
+from schemas.recall_budget import key_limits
 from schemas.recall_keys import label_key, reason_key
 from schemas.recall_scoring import Candidate, Hit, Rarity, explained, pick, signature_weight
 
 GROUPS_ENV: Final = "RECALL_CHANNEL_GROUPS"
 CHANNEL_ID: Final = re.compile(r"[CGD][A-Z0-9]{2,20}")  # Slack's ids; a name (#payments) is a mistake
 CANDIDATES: Final = 50  # by shared signatures; half as many by alert and service; as many by time
-PER_KEY: Final = 200  # the newest incidents read per signature before ranking by what they share
 OPEN_AT_MOST: Final = "7 days"  # an incident opened longer ago than this is not looked at as concurrent
 PICKING_KEYS: Final = 12  # the query's rarest patterns (and as many pod reasons) that pick candidates
 
@@ -91,16 +91,17 @@ FROM incident_profiles WHERE thread_ts = %s
 
 # What scoring reads of a candidate, and no more: signature names without their counts, and of the
 # discussion only how many of the query's lexemes it holds and how many it has (the words stay in
-# Postgres). What the reasons quote is read for the returned hits only (`_EXPLAINED`).
+# Postgres; `ts_delete` drops the query's lexemes by binary search instead of unnesting every word).
 _SHORT_COLUMNS = f"""{_IDENTITY_COLUMNS}, signatures, error_patterns,
     reason_keys, shapes,
-    (SELECT count(*)::int FROM unnest(tsvector_to_array(discussion_tsv)) w WHERE w = ANY(%(lexemes)s::text[])),
+    length(discussion_tsv) - length(ts_delete(discussion_tsv, %(lexemes)s::text[])),
     length(discussion_tsv), nodes, dependencies"""
 
 # Candidates, each source bounded and confined to the channels the thread may see, read from recall's
 # inverted index (migration 009) so no source sorts every incident holding a common key:
-# - by signature: the newest PER_KEY incidents holding each of the query's rarest patterns and reasons,
-#   ranked by the summed rarity of what they share, the best CANDIDATES kept;
+# - by signature: the newest incidents holding each of the query's rarest patterns and reasons, as many per
+#   key as `schemas.recall_budget.key_limits` allows (rarest first, within one budget of rows), ranked by
+#   the summed rarity of what they share, the best CANDIDATES kept;
 # - by label: the newest incidents of the same alert on the same service;
 # - by time: incidents open around the time the query opened (concurrent recall is by time first).
 _VISIBLE_KEY = (
@@ -108,11 +109,11 @@ _VISIBLE_KEY = (
 )
 _CANDIDATES = f"""
 WITH c(channel) AS (SELECT unnest(%(channels)s::text[])),
-q(key, w) AS (SELECT * FROM unnest(%(keys)s::text[], %(weights)s::float8[])),
+q(key, w, lim) AS (SELECT * FROM unnest(%(keys)s::text[], %(weights)s::float8[], %(limits)s::int[])),
 by_signature AS (
     SELECT k.thread_ts FROM q CROSS JOIN c CROSS JOIN LATERAL (
         SELECT r.thread_ts FROM incident_recall_keys r WHERE r.key = q.key AND {_VISIBLE_KEY}
-        ORDER BY r.opened_at DESC LIMIT {PER_KEY}) k
+        ORDER BY r.opened_at DESC LIMIT q.lim) k
     GROUP BY k.thread_ts ORDER BY sum(q.w) DESC, k.thread_ts LIMIT {CANDIDATES}
 ),
 by_label AS (
@@ -132,8 +133,11 @@ SELECT {_SHORT_COLUMNS} FROM incident_profiles WHERE thread_ts IN (
     SELECT thread_ts FROM by_signature UNION SELECT thread_ts FROM by_label UNION SELECT thread_ts FROM by_time
 )
 """
+
 # What `explain` quotes of a hit, and no more: the counts of the query's error patterns it holds, its pod
 # reasons with their counts, and its last decision (never every pattern's count, the claims or the words).
+# A second round trip for the few hits costs less than reading this with every candidate (tried: BENCHMARKS.md,
+# "Recall across incidents", query speed).
 _EXPLAINED = """
 SELECT thread_ts,
     (SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(patterns) e WHERE e.key = ANY(%(errors)s::text[])),
@@ -214,8 +218,19 @@ def _rarity(conn: psycopg.Connection, q: Candidate) -> Rarity:
 
 def _picking(rarity: Rarity, keys: Iterable[str]) -> list[str]:
     """The query's rarest keys, the ones that pick candidates. A common key is not left out (an incident with
-    no logs has only common pod reasons to go on): PER_KEY bounds what it reads, its low weight what it adds."""
+    no logs has only common pod reasons to go on): `key_limits` bounds what it reads, its low weight what it
+    adds."""
     return sorted(keys, key=lambda k: (-rarity.idf(k), k))[:PICKING_KEYS]
+
+
+def _picking_keys(q: Candidate, rarity: Rarity) -> tuple[list[str], list[float], list[int]]:
+    """The picking keys, most telling (by weight) first, with their weights and how many rows each reads."""
+    keys = _picking(rarity, q.patterns) + _picking(rarity, [reason_key(r) for r in q.reasons])
+    weighted = sorted(
+        ((signature_weight(k, rarity, q.error_patterns), k) for k in keys), key=lambda w: (-w[0], w[1])
+    )
+    ordered = [k for _w, k in weighted]
+    return ordered, [w for w, _k in weighted], key_limits(ordered, rarity.df)
 
 
 def recall(
@@ -235,25 +250,29 @@ def recall(
         q, rarity = _counted_profile(conn, query)
     else:
         q = query
-    thread = q.thread_ts
     channels = visible_channels(q.channel, groups)
     if not channels:
         return []
     if not isinstance(query, str):
         rarity = _rarity(conn, q)
-    keys = _picking(rarity, q.patterns) + _picking(rarity, [reason_key(r) for r in q.reasons])
-    params: Mapping[str, Any] = {
-        "lexemes": sorted(q.lexemes), "channels": channels, "own": q.channel, "thread": thread,
-        "keys": keys, "weights": [signature_weight(k, rarity, q.error_patterns) for k in keys],
-        "label": label_key(q.labels.get("alertname"), q.labels.get("service")),
-        "opened": q.opened_at, "longest": OPEN_AT_MOST,
-    }  # fmt: skip
-    found = [short_candidate_of(r) for r in conn.execute(_CANDIDATES, params).fetchall()]
+    rows = conn.execute(_CANDIDATES, candidate_params(q, rarity, channels)).fetchall()
+    found = [short_candidate_of(r) for r in rows]
     allowed = [c for c in found if may_see(q.channel, c.channel, c.private, groups)]
     if now is not None and q.opened_at is None:
         q = Candidate(**{**q.__dict__, "opened_at": now.timestamp()})
     picked = pick(q, sorted(allowed, key=lambda c: c.thread_ts), rarity, k=k)
     return explained(q, picked, rarity, _explainable(conn, q, [p[2] for p in picked]))
+
+
+def candidate_params(q: Candidate, rarity: Rarity, channels: Sequence[str]) -> dict[str, Any]:
+    """The parameters of `_CANDIDATES` for the query profile `q`, seen from `channels`."""
+    keys, weights, limits = _picking_keys(q, rarity)
+    return {
+        "lexemes": sorted(q.lexemes), "channels": list(channels), "own": q.channel, "thread": q.thread_ts,
+        "keys": keys, "weights": weights, "limits": limits,
+        "label": label_key(q.labels.get("alertname"), q.labels.get("service")),
+        "opened": q.opened_at, "longest": OPEN_AT_MOST,
+    }  # fmt: skip
 
 
 def _explainable(conn: psycopg.Connection, q: Candidate, picked: Sequence[Candidate]) -> dict[str, Candidate]:

@@ -86,6 +86,7 @@ class RoundGraph:
         self.window = pinned_window(deps.ctx)
         self.earlier = {self.call_key(tool, args): eid for eid, tool, args in evidence_in_hand(deps.ctx)}
         self.telemetry = deps.toolbox.tool_specs(exclude=(EVIDENCE_TOOL,))
+        self.telemetry_tokens = tool_schema_tokens(self.telemetry)  # fixed for the round: counted once
         self.investigator: Runnable[Any, BaseMessage] = (
             deps.agent_model.bind_tools(self.telemetry) if self.telemetry else deps.agent_model
         )
@@ -160,7 +161,7 @@ class RoundGraph:
         tools = self.telemetry if model is self.investigator else []
         response_format = response_format_of(model)
         tokens = model_input_tokens(messages, tools, response_format)
-        schema_tokens = tool_schema_tokens(tools)
+        schema_tokens = self.telemetry_tokens if tools else 0
         format_tokens = response_format_tokens(response_format)
         deps.model_inputs.append((node, tokens))
         metrics.MODEL_INPUT_TOKENS.labels(node).observe(tokens)
@@ -211,7 +212,7 @@ class RoundGraph:
             )
             text = _joined(text, "invalid tool calls, not run", [outcomes.clip(bad, 200)])
         text = _joined(text, "checked before running", checked_notes)
-        swap = format_reserve(HypothesisAnswer) - tool_schema_tokens(self.telemetry)
+        swap = format_reserve(HypothesisAnswer) - self.telemetry_tokens
         calls, no_room = calls_with_room(deps, text, calls, deps.model_inputs[-1][1], swap)
         text = _joined(text, "not run, no room under the input budget", no_room)
         update = await self.record_turn(state, i, text, calls, deps.agent_model_name)
