@@ -186,12 +186,17 @@ _WIDER = (1.0, 1.25, 1.5)
 
 
 def terse_line(
-    message: str, limit: int, words: tuple[int, int], spread: Counter[str], constant: frozenset[str]
+    message: str,
+    limit: int,
+    words: tuple[int, int],
+    spread: Counter[str],
+    constant: frozenset[str],
+    cost: float = LINE_COST,
 ) -> str:
     """A terse form of the exemplar: the line itself, cut to the skeleton's length or `limit`
     (`excerpt`), or up to half as long again, as soon as it holds the words that say which message
     it is (the skeleton's opening words and its most telling one: `keywords` with `words[0]` opening
-    words and one rare word) in at most `LINE_COST` times the skeleton's tokens; else the skeleton
+    words and one rare word) in at most `cost` (`LINE_COST`) times the skeleton's tokens; else the skeleton
     (`keywords`: `words` opening and rarest words), which says which message it is where no run of
     the line can (the telling word far from the opening, or a line of long values). The skeleton's
     further rare words do not outweigh a line that can be read and quoted (issue 36 item 3;
@@ -204,7 +209,7 @@ def terse_line(
         if line == skeleton:
             return skeleton
         if needed <= _said(_DIGITS.sub("*", line).replace("…", " ")):
-            return line if count_tokens(line) <= LINE_COST * count_tokens(skeleton) else skeleton
+            return line if count_tokens(line) <= cost * count_tokens(skeleton) else skeleton
     return skeleton
 
 
