@@ -36,14 +36,18 @@ browser: venv
 	$(BIN)/python -m deploy.local.browser
 
 # Two passes over the one stack `up` started: the parallel one (pytest-xdist, TEST_WORKERS processes, a
-# module's tests on one worker so its module fixtures start once), then the `serial` tests alone (they
-# restart a shared process or bound a wall-clock time: tests/conftest.py). Both run; either failing fails.
+# module's tests on one worker so its module fixtures start once; the heavy modules handed out first, in
+# the collection order tests/xdist_order.py sets), then the `serial` tests alone (they restart a shared
+# process or bound a wall-clock time: tests/conftest.py). Both run; either failing fails.
 TEST_WORKERS ?= 4
 TEST_MARKS := (not reliability or fast)
+# The serial pass collects only the files that mark a test serial, not the whole suite again
+# (tests/serial_pass.py refuses a serial test marked in a file that does not say so).
+SERIAL_FILES = $(shell grep -rl --include='test_*.py' 'pytest.mark.serial' tests)
 test: lint validate-deploy up browser
 	rc=0; \
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope -m "$(TEST_MARKS) and not serial" --durations=25 $(PYTEST_ARGS) || rc=$$?; \
-	$(BIN)/pytest -m "$(TEST_MARKS) and serial" --durations=10 $(PYTEST_ARGS) || rc=$$((rc ? rc : $$?)); \
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "$(TEST_MARKS) and not serial" --durations=25 $(PYTEST_ARGS) || rc=$$?; \
+	$(BIN)/pytest -m "$(TEST_MARKS) and serial" --durations=10 $(PYTEST_ARGS) $(SERIAL_FILES) || rc=$$((rc ? rc : $$?)); \
 	exit $$rc
 
 # No Kafka, no Postgres, under a minute: every test whose fixtures reach `stack` is marked `stack`
@@ -53,7 +57,8 @@ test-fast: venv
 
 # Also the heavy property tests with every example they were written with (make test draws a share:
 # tests/property_depth.py).
-DEEP_PROPERTY_TESTS := tests/test_canonical_json.py tests/test_tokens.py
+DEEP_PROPERTY_TESTS := tests/test_canonical_json.py tests/test_tokens.py tests/projector/test_plans_agree.py \
+	tests/compactor/test_loki.py
 test-reliability: venv up
 	$(BIN)/pytest -m reliability tests/reliability $(PYTEST_ARGS)
 	INCIDENT_MEMORY_DEEP_PROPERTIES=1 $(BIN)/pytest -q $(DEEP_PROPERTY_TESTS) $(PYTEST_ARGS)

@@ -8,6 +8,8 @@ with an error field. The facts of each error: its exact count, its app, the pods
 when fewer than all of its app's, and its error text. A fact is kept when one pattern of the digest
 holds the count and a word of the error (`N×` and the message), the app (named, or said by the pod
 names) and, for a subset, every one of its pods (named, or `k of n pods` when more than two).
+Every kept pattern (a fold of several aside) must show a line of its own, whole or cut at `…`, never
+a skeleton: the generated lines hold no `...`, so a `...` in a pattern is a skeleton's gap.
 
 usage: python -m benchmarks.bench_loki_streams [ANSWERS]   (pure: no broker, no database)
 """
@@ -16,11 +18,14 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 from services.compaction.registry import compact_tool_result
+
+_FOLD = re.compile(r"\(\d+ patterns\)$")
 
 T0 = 1773457957000000000
 BUDGETS = (300, 600)
@@ -126,15 +131,23 @@ def kept(patterns: list[str], fact: ErrorFact) -> dict[str, bool]:
     return best
 
 
+def skeletons(patterns: list[str]) -> list[str]:
+    """The kept patterns shown as a skeleton (constant words joined by `...`), folds aside."""
+    return [p for p in patterns if "..." in p and not _FOLD.search(p)]
+
+
 def run(answers: int = 50) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for budget in BUDGETS:
         tally = {"answers": answers, "fits": 0, "errors": 0, "count": 0, "app": 0, "pods": 0, "error": 0}
+        tally |= {"kept": 0, "skeletons": 0}
         for seed in range(answers):
             raw, facts = answer(seed)
             digest = compact_tool_result("query_loki", raw, {"evidence_id": f"bench:{seed}"}, budget=budget)
             tally["fits"] += digest.tokens <= budget
             patterns = digest.compact.get("patterns", [])
+            tally["kept"] += sum(not _FOLD.search(p) for p in patterns)
+            tally["skeletons"] += len(skeletons(patterns))
             for fact in facts:
                 tally["errors"] += 1
                 for key, ok in kept(patterns, fact).items():
@@ -149,7 +162,8 @@ def main() -> None:
         e = t["errors"]
         print(
             f"budget {budget}: {t['fits']}/{t['answers']} fit; of {e} error patterns: count {t['count']}/{e}, "
-            f"app {t['app']}/{e}, pods {t['pods']}/{e}, error field {t['error']}/{e}"
+            f"app {t['app']}/{e}, pods {t['pods']}/{e}, error field {t['error']}/{e}; "
+            f"of {t['kept']} kept patterns {t['skeletons']} skeletons"
         )
 
 

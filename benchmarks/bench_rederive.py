@@ -22,7 +22,7 @@ from psycopg import sql
 from deploy.local.pipeline import cli, delete_topics, produce
 from deploy.local.testdata import raw_threads
 from schemas.topics import EVENTS, TOPICS, TopicSpec, ensure_topics
-from services.rederive.names import Names
+from services.rederive.names import Names, names_for
 from services.runtime.settings import Settings
 
 THREADS = int(os.environ.get("BENCH_REDERIVE_THREADS", "2000"))  # x 22 events
@@ -58,7 +58,7 @@ def run(settings: Settings | None = None) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     try:
         for workers in (1, 2):
-            name = Names(f"bench_rd_{run_id}_{workers}", events_topic)
+            name = names_for(f"bench_rd_{run_id}_{workers}", events_topic)
             names.append(name)
             seconds = _timed([cli(), "rederive", "--into", name.name, "--events-topic", events_topic,
                               "--selections-topic", selections, "--workers", str(workers), "--no-diff",

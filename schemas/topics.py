@@ -15,6 +15,10 @@ EVENTS = "incident.events"
 COMPACTED = "incident.compacted"
 WAKE = "incident.wake"
 DLQ = "incident.dlq"
+# The compactor's changelog of recorded selector choices (invariant 8). Not derived from its app id:
+# every compactor reads the same one, so a replay or a re-derivation under a new consumer group
+# reuses the recorded choices instead of asking a model again. Created by the compactor itself.
+SELECTIONS = "incident-memory-compactor-selections"
 
 RETAIN_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
 

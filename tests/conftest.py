@@ -28,7 +28,11 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from serial_pass import skip_serial_in_workers  # tests/ is on sys.path (this rootdir conftest's dir)
+from serial_pass import (  # tests/ is on sys.path (this rootdir conftest's dir)
+    refuse_hidden_serial_marks,
+    skip_serial_in_workers,
+)
+from xdist_order import heavy_modules_first
 
 from deploy.local.external import external_stack
 from deploy.local.pipeline import fresh_schema, fresh_topics
@@ -49,11 +53,14 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark `stack` every test that uses the stack fixture, however indirectly; under an xdist worker,
-    skip every `serial` test (it would share the machine with the other workers' tests)."""
+    skip every `serial` test (it would share the machine with the other workers' tests); put the heavy
+    modules first (tests/xdist_order.py)."""
     for item in items:
         if STACK_FIXTURE in getattr(item, "fixturenames", ()) and item.get_closest_marker("stack") is None:
             item.add_marker(pytest.mark.stack)
+    refuse_hidden_serial_marks(items)
     skip_serial_in_workers(config, items)
+    heavy_modules_first(items)
 
 
 @pytest.fixture(scope="session")

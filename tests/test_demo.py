@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from services.runtime.settings import Settings
+
+pytestmark = pytest.mark.slow  # the whole demo, twice: handed out first under -n (tests/xdist_order.py)
 
 CLI = str(Path(sys.executable).with_name("incident-memory"))
 SEED_ROLES = (

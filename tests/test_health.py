@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-import httpx
 from prometheus_client import CollectorRegistry, Counter
 
+from deploy.local import loopback_http
 from deploy.local.ports import free_port
 from services.runtime.health import Heartbeat, serve_metrics_and_health
 
@@ -19,17 +19,17 @@ def test_healthz_is_503_until_the_loop_beats_then_200_then_503_when_stale() -> N
     server = serve_metrics_and_health(port, heartbeat, registry, addr="127.0.0.1")
     try:
         base = f"http://127.0.0.1:{port}"
-        first = httpx.get(f"{base}/healthz")
+        first = loopback_http.get(f"{base}/healthz")
         assert first.status_code == 503 and first.json()["ok"] is False
         heartbeat.beat()
-        ok = httpx.get(f"{base}/healthz")
+        ok = loopback_http.get(f"{base}/healthz")
         assert ok.status_code == 200 and ok.json()["ok"] is True
         time.sleep(3.2)
-        stale = httpx.get(f"{base}/healthz")
+        stale = loopback_http.get(f"{base}/healthz")
         assert stale.status_code == 503 and "stale" in stale.json()["detail"]
-        metrics = httpx.get(f"{base}/metrics")
+        metrics = loopback_http.get(f"{base}/metrics")
         assert metrics.status_code == 200 and "things_total 3.0" in metrics.text
-        assert httpx.get(f"{base}/nope").status_code == 404
+        assert loopback_http.get(f"{base}/nope").status_code == 404
     finally:
         server.shutdown()
 
@@ -47,13 +47,17 @@ def test_metrics_carry_the_healthz_verdict_as_a_gauge_for_alerting() -> None:
     try:
         for port in ports:
             base = f"http://127.0.0.1:{port}"
-            assert _healthy_gauge(httpx.get(f"{base}/metrics").text) == ["incident_memory_healthy 0.0"]
+            assert _healthy_gauge(loopback_http.get(f"{base}/metrics").text) == [
+                "incident_memory_healthy 0.0"
+            ]
         heartbeat.beat()
         for port in ports:
             base = f"http://127.0.0.1:{port}"
-            assert _healthy_gauge(httpx.get(f"{base}/metrics").text) == ["incident_memory_healthy 1.0"]
+            assert _healthy_gauge(loopback_http.get(f"{base}/metrics").text) == [
+                "incident_memory_healthy 1.0"
+            ]
         time.sleep(3.2)
-        stale = httpx.get(f"http://127.0.0.1:{ports[0]}/metrics").text
+        stale = loopback_http.get(f"http://127.0.0.1:{ports[0]}/metrics").text
         assert _healthy_gauge(stale) == ["incident_memory_healthy 0.0"]
         assert stale.count("# TYPE incident_memory_healthy gauge") == 1
     finally:

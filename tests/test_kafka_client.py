@@ -150,3 +150,17 @@ def test_no_file_and_no_overrides_is_plaintext_to_the_default() -> None:
     assert client.librdkafka() == {"bootstrap.servers": DEFAULT}
     assert client.aiokafka() == {"security_protocol": "PLAINTEXT"}
     assert client.ssl_context() is None
+
+
+@pytest.mark.parametrize("flag", [None, ""])
+def test_no_broker_flag_keeps_the_environment_client(flag: str | None) -> None:
+    client = KafkaClient.from_env(DEFAULT, {"KAFKA_SECURITY_PROTOCOL": "SSL"})
+    assert client.with_bootstrap(flag) is client
+
+
+def test_a_broker_flag_redirects_but_keeps_the_security_settings() -> None:
+    client = KafkaClient.from_env(DEFAULT, {"KAFKA_SECURITY_PROTOCOL": "SSL"})
+    moved = client.with_bootstrap("other:9094")
+    assert moved.bootstrap_servers == "other:9094"
+    assert (moved.security, moved.source) == (client.security, client.source)
+    assert moved.librdkafka()["security.protocol"] == "SSL"

@@ -33,6 +33,7 @@ from services.runtime.kafka import admin_config, consumer_config, producer_confi
 CLI = str(Path(sys.executable).with_name("incident-memory"))
 pytestmark = [
     pytest.mark.stack,
+    pytest.mark.slow,
     local_stack_only("starts the local stack's SASL_SSL Kafka node (`up --secure`)"),
 ]
 

@@ -26,6 +26,7 @@ import httpx
 import psycopg
 from psycopg import sql
 
+from deploy.local import loopback_http
 from deploy.local.pipeline import Names, Pipeline, PipelineError, free_port
 from services.runtime.errors import UserFacingError
 
@@ -158,7 +159,7 @@ def slack_side(pipe: Pipeline, timeout: float) -> SlackSide:
 
 def _auth_ok(side: SlackSide) -> bool:
     try:
-        answer = httpx.post(
+        answer = loopback_http.post(
             f"{side.api_url}auth.test", headers={"Authorization": f"Bearer {side.bot_token}"}, timeout=1
         )
         return bool(answer.json().get("ok"))

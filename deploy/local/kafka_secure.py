@@ -45,7 +45,7 @@ class Names:
     wake: str = topics.WAKE
     dlq: str = topics.DLQ
     alerts: str = "incident.alerts"  # ingest's --alerts-topic, when used
-    selections: str = "incident-memory-compactor-selections"
+    selections: str = topics.SELECTIONS
     groups: Mapping[str, str] = field(
         default_factory=lambda: {
             "ingest": "incident-memory-ingest-alerts",

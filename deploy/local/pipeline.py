@@ -32,6 +32,7 @@ import psycopg
 from confluent_kafka import Producer
 from psycopg import sql
 
+from deploy.local import loopback_http
 from deploy.local.ports import LOOPBACK, free_port
 from schemas import topics as schema_topics
 from services.runtime.kafka import producer_config
@@ -249,7 +250,7 @@ def http_ok(url: str) -> Callable[[], bool]:
 
     def check() -> bool:
         try:
-            return httpx.get(url, timeout=1).status_code == 200
+            return loopback_http.get(url, timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -383,7 +384,7 @@ class Proc:
         from prometheus_client.parser import text_string_to_metric_families
 
         assert self.port is not None, f"{self.name} serves no /metrics here"
-        text = httpx.get(f"http://{LOOPBACK}:{self.port}/metrics", timeout=5).text
+        text = loopback_http.get(f"http://{LOOPBACK}:{self.port}/metrics", timeout=5).text
         return sum(
             sample.value
             for family in text_string_to_metric_families(text)

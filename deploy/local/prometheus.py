@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from deploy.local import gobin
+from deploy.local import gobin, loopback_http
 from services.runtime.errors import UserFacingError
 
 PROMETHEUS_MODULE = "github.com/prometheus/prometheus/cmd/prometheus"
@@ -69,7 +69,7 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited {self.proc.returncode}: see {self.dir / 'log.txt'}")
             try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                if loopback_http.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

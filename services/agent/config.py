@@ -22,7 +22,13 @@ from services.boundary.scope import ScopePolicy
 from services.runtime.errors import UserFacingError
 from services.runtime.kafka_client import KafkaClient
 from services.runtime.loading import json_object_setting
-from services.runtime.scope_setting import policy_from_env
+from services.runtime.scope_setting import SCOPE_ENV, policy_from_env
+from services.runtime.telemetry_settings import (
+    IN_CLUSTER_HOST_ENV,
+    IN_CLUSTER_PORT_ENV,
+    PROJECTION_KEYS,
+    SETTINGS_ENV,
+)
 
 INPUT_BUDGET_FLOOR = 2000  # below this the preamble, prompts and tool schemas alone may not fit
 EVIDENCE_TOOL = "get_evidence"  # reads a raw back; never a telemetry query, never compacted
@@ -135,13 +141,14 @@ BASE_ENV = (
     "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH",
     "SSL_CERT_FILE", "SSL_CERT_DIR", "INCIDENT_MEMORY_STATE_DIR",
 )  # fmt: skip
-# Our telemetry server's own settings (its back ends and their tokens) and the scope policy.
+# Our telemetry server's own settings (its back ends and their tokens; the projection's address it is
+# given, not passed) and the scope policy.
 TELEMETRY_ENV = (
-    "TELEMETRY_MCP_BACKEND", "TELEMETRY_MCP_RECORDING", "LOKI_URL", "LOKI_TOKEN", "LOKI_TENANT",
-    "PROMETHEUS_URL", "PROMETHEUS_TOKEN", "TEMPO_URL", "TEMPO_TOKEN", "TEMPO_TENANT", "KUBERNETES_URL",
-    "KUBERNETES_TOKEN", "KUBERNETES_TOKEN_FILE", "KUBERNETES_CA_FILE", "KUBERNETES_SERVICE_HOST",
-    "KUBERNETES_SERVICE_PORT", "TELEMETRY_TIMEOUT_S", "TOOL_SCOPE",
-)  # fmt: skip
+    *(var for key, var in SETTINGS_ENV.items() if key not in PROJECTION_KEYS),
+    IN_CLUSTER_HOST_ENV,
+    IN_CLUSTER_PORT_ENV,
+    SCOPE_ENV,
+)
 
 
 def subprocess_env(server: McpServer, environ: Mapping[str, str]) -> dict[str, str]:

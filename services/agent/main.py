@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import replace
+from typing import Any
 
 import psycopg
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -326,11 +326,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO")
 
 
+# Config-file keys that the flag of the same name overrides (a flag not given is None: the file's
+# value, else the default, stands).
+FLAG_KEYS = (
+    "events_topic", "wake_topic", "context_budget", "max_concurrency", "round_timeout", "step_delay",
+    "wake_window", "wake_window_max",
+)  # fmt: skip
+
+
 def config_from_args(args: argparse.Namespace) -> AgentConfig:
+    """A flag given wins over the config file's key (`--config`); build_config checks the whole."""
     settings = Settings.from_env()
     data = json_object_file(args.config)
-    models = dict(data.pop("models", None) or {})
-    # --model over AGENT_MODEL over the config file (JUDGE_MODEL likewise; the judge defaults to the agent's)
+    models = _models(args, dict(data.pop("models", None) or {}))
+    schema = args.schema or data.pop("schema", None) or "public"
+    dsn = args.dsn or data.pop("database_url", None) or settings.database_url
+    if args.mcp_command or args.mcp_url:
+        data["mcp_servers"] = [_flag_server(args, dsn, schema)]
+    return build_config(
+        data,
+        models=models,
+        kafka=settings.kafka.with_bootstrap(args.bootstrap_servers or data.pop("bootstrap_servers", None)),
+        database_url=dsn,
+        schema=schema,
+        group_id=args.group,
+        **{key: getattr(args, key) for key in FLAG_KEYS},
+    )
+
+
+def _models(args: argparse.Namespace, models: dict[str, Any]) -> dict[str, Any]:
+    """--model over AGENT_MODEL over the config file (JUDGE_MODEL likewise; the judge defaults to the agent's)."""
     agent_model = args.model or os.environ.get("AGENT_MODEL")
     judge_model = (
         args.judge_model or os.environ.get("JUDGE_MODEL") or (None if "judge" in models else agent_model)
@@ -339,39 +364,18 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         models["agent"] = agent_model
     if judge_model:
         models["judge"] = judge_model
-    schema = args.schema or data.pop("schema", None) or "public"
-    dsn = args.dsn or data.pop("database_url", None) or settings.database_url
-    if args.mcp_command or args.mcp_url:
-        command = shlex.split(args.mcp_command) if args.mcp_command else []
-        data["mcp_servers"] = [
-            {
-                "name": "cli",
-                "command": command,
-                "url": args.mcp_url,
-                "env": {"DATABASE_URL": dsn, "TELEMETRY_MCP_SCHEMA": schema},
-                "pass_env": list(TELEMETRY_ENV),  # the one command given is the telemetry server
-            }
-        ]
-    kafka = settings.kafka
-    bootstrap = args.bootstrap_servers or data.pop("bootstrap_servers", None)
-    if bootstrap:
-        kafka = replace(kafka, bootstrap_servers=bootstrap)
-    return build_config(
-        data,
-        models=models,
-        kafka=kafka,
-        database_url=dsn,
-        schema=schema,
-        events_topic=args.events_topic,
-        wake_topic=args.wake_topic,
-        group_id=args.group,
-        context_budget=args.context_budget,
-        max_concurrency=args.max_concurrency,
-        round_timeout=args.round_timeout,
-        step_delay=args.step_delay,
-        wake_window=args.wake_window,
-        wake_window_max=args.wake_window_max,
-    )
+    return models
+
+
+def _flag_server(args: argparse.Namespace, dsn: str, schema: str) -> dict[str, Any]:
+    """The one MCP server --mcp-command or --mcp-url names: the telemetry server, given the projection."""
+    return {
+        "name": "cli",
+        "command": shlex.split(args.mcp_command) if args.mcp_command else [],
+        "url": args.mcp_url,
+        "env": {"DATABASE_URL": dsn, "TELEMETRY_MCP_SCHEMA": schema},
+        "pass_env": list(TELEMETRY_ENV),  # the one command given is the telemetry server
+    }
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,8 +28,7 @@ from services.runtime.logs import about
 log = logging.getLogger("agent.tools")
 
 CACHE_QUERY = (
-    "SELECT message_id, tool_call_id, compact FROM tool_digest_cache "
-    "WHERE thread_ts = %s AND tool = %s AND args_hash = %s"
+    "SELECT message_id, compact FROM tool_digest_cache WHERE thread_ts = %s AND tool = %s AND args_hash = %s"
 )
 DIGEST_BY_ID = "SELECT compact FROM tool_digest_cache WHERE thread_ts = %s AND message_id = %s"
 
@@ -40,8 +39,9 @@ class ProjectionTimeout(RuntimeError):
 
 @dataclass(frozen=True)
 class CachedDigest:
+    """The digest an identical earlier call of the thread recorded, under that call's message id."""
+
     message_id: str
-    tool_call_id: str
     compact: Any
 
 
@@ -67,7 +67,7 @@ class ToolPath:
     async def lookup(self, thread_ts: str, tool: str, args: dict[str, Any]) -> CachedDigest | None:
         key = (thread_ts, self.config.compactor_for(tool), canonical_args_hash(args))
         record = await asyncio.to_thread(lambda: self.conn.execute(CACHE_QUERY, key).fetchone())
-        return None if record is None else CachedDigest(record[0], record[1], record[2])
+        return None if record is None else CachedDigest(record[0], record[1])
 
     async def run(
         self, thread_ts: str, round_: int, message_id: str, call_id: str, tool: str, args: dict[str, Any]

@@ -220,33 +220,44 @@ def _authorization(text: str) -> str:
     return text
 
 
-# Well-known token shapes: the whole token goes (its prefix is its type, not a fact).
-_PREFIXED: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")),
-    ("aws-access-key", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Z0-9])")),
-    ("slack-token", re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}")),
-    ("slack-token", re.compile(r"\bxapp-\d-[A-Za-z0-9-]{10,}")),
-    ("slack-webhook", re.compile(r"(?<=hooks\.slack\.com/services/)[A-Za-z0-9/_-]{20,}")),
-    ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
-    ("gitlab-token", re.compile(r"\bgl(?:pat|dt|rt|ptt|ft|imt|agent|oas|cbt|soat)-[A-Za-z0-9_-]{20,}")),
-    ("openai-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
-    ("stripe-key", re.compile(r"\b[rsp]k_(?:live|test)_[A-Za-z0-9]{16,}")),
-    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}")),
-    ("sendgrid-key", re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}")),
+@dataclass(frozen=True)
+class _TokenShape:
+    """A well-known token shape: the whole token goes (its prefix is its type, not a fact). Every
+    such token contains one of `literals`; a line holding none of any shape's skips their regexes
+    (substring tests, at C speed), so the gate is derived from the very rules it guards."""
+
+    kind: str
+    literals: tuple[str, ...]
+    pattern: re.Pattern[str]
+
+
+def _token(kind: str, literals: tuple[str, ...], pattern: str) -> _TokenShape:
+    return _TokenShape(kind, literals, re.compile(pattern))
+
+
+_PREFIXED: tuple[_TokenShape, ...] = (
+    _token("jwt", ("eyJ",), r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
+    _token("aws-access-key", ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "A3T"),
+           r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Z0-9])"),
+    _token("slack-token", ("xox",), r"\bxox[abposre]-[A-Za-z0-9-]{10,}"),
+    _token("slack-token", ("xapp-",), r"\bxapp-\d-[A-Za-z0-9-]{10,}"),
+    _token("slack-webhook", ("hooks.slack",), r"(?<=hooks\.slack\.com/services/)[A-Za-z0-9/_-]{20,}"),
+    _token("github-token", ("gh", "github_pat_"), r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})"),
+    _token("gitlab-token", ("gl",), r"\bgl(?:pat|dt|rt|ptt|ft|imt|agent|oas|cbt|soat)-[A-Za-z0-9_-]{20,}"),
+    _token("openai-key", ("sk-",), r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    _token("stripe-key", ("k_live_", "k_test_"), r"\b[rsp]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+    _token("google-api-key", ("AIza",), r"\bAIza[0-9A-Za-z_-]{35}"),
+    _token("npm-token", ("npm_",), r"\bnpm_[A-Za-z0-9]{36}"),
+    _token("sendgrid-key", ("SG.",), r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),
 )  # fmt: skip
-# Each shape above starts with one of these (substring tests, at C speed, before any regex runs).
-_PREFIX_LITERALS = (
-    "eyJ", "AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "A3T", "xox", "xapp-",
-    "hooks.slack", "gh", "github_pat_", "gl", "sk-", "k_live_", "k_test_", "AIza", "npm_", "SG.",
-)  # fmt: skip
+_PREFIX_LITERALS = tuple(literal for shape in _PREFIXED for literal in shape.literals)
 
 
 def _prefixed(text: str) -> str:
     if not any(literal in text for literal in _PREFIX_LITERALS):
         return text
-    for kind, pattern in _PREFIXED:
-        text = pattern.sub(marker(kind), text)
+    for shape in _PREFIXED:
+        text = shape.pattern.sub(marker(shape.kind), text)
     return text
 
 

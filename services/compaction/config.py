@@ -49,7 +49,13 @@ from services.runtime.loading import json_object_setting
 #    Verbatim exemplar lines wherever they cost at most half again the skeleton's tokens; grouping
 #    that holds on all sixteen loghub systems (source tags as header, variable columns, one pattern
 #    per constant-word sequence).
-COMPACTOR_VERSION = f"11.r{REDACTOR_VERSION}"
+# 12: a terse line reaches for the word that tells it from the patterns opening alike;
+#    a column split by few distinct words is one variable again when three of its words recur after
+#    the same word in a second split statement (user names: `session opened/closed for user ...`);
+#    each level's k-th kept item is worth 1/k when choosing a fold (`fit._shown`), so a long error
+#    tail shown whole no longer outbids the largest lesser patterns; a terse form is the line itself
+#    when it holds the skeleton's opening words and its most telling one (issue 36).
+COMPACTOR_VERSION = f"12.r{REDACTOR_VERSION}"
 
 BUDGETS_ENV = "COMPACTOR_BUDGETS"
 # The settings `load_config` reads: a re-derivation records them, and a compactor following a switch

@@ -80,6 +80,20 @@ def _worth(item: Item) -> float:
     return item.weight * SEVERITY.get(item.level, 1.0) * item.n
 
 
+def _shown(items: Sequence[Item]) -> float:
+    """What a digest's kept items are worth, to choose between variants: each item's `_worth`
+    divided by its rank among the kept items of its level (the third error item counts a third).
+    The first items of a level say what is wrong at that level and each further one says less, so
+    a long tail of small error patterns shown whole does not outbid the largest lesser patterns
+    (the story), while every error line stays counted in a fold."""
+    rank: dict[str, int] = {}
+    total = 0.0
+    for item in items:
+        rank[item.level] = rank.get(item.level, 0) + 1
+        total += _worth(item) / rank[item.level]
+    return total
+
+
 def render(
     header: Mapping[str, Any], section: str, forms: Sequence[Any], omitted: str | None
 ) -> dict[str, Any]:
@@ -96,7 +110,7 @@ class Fitted:
     compact: dict[str, Any]
     tokens: int
     kept: int  # how many candidates are in the digest
-    shown: float  # what the kept candidates are worth (`_worth`), to choose between variants
+    shown: float  # what the kept candidates are worth (`_shown`), to choose between variants
 
 
 FormCosts = dict[tuple[int, int], int]
@@ -162,7 +176,7 @@ def fit(
         compact = render(header, draft.section, kept, search.suffixes.text(len(levels)))
         tokens = count_value_tokens(compact)
         if tokens <= budget:
-            shown = sum(_worth(it) for it in candidates[: len(levels)])
+            shown = _shown(candidates[: len(levels)])
             return Fitted(compact, tokens, len(levels), shown)
         slack += tokens - budget
     return None

@@ -37,6 +37,31 @@ def shape(chunk: str) -> str:
     return _DIGITS.sub("*", chunk)
 
 
+def pattern_spread(messages: Sequence[str]) -> Counter[str]:
+    """How many patterns (one exemplar message each) hold each chunk shape, and each chunk shape
+    after the same opening chunk (`after_opening`): what `keywords` and `excerpt` call rare."""
+    spread: Counter[str] = Counter()
+    for message in messages:
+        chunks = CHUNK.split(message.strip())[0::2]
+        shapes = {shape(c) for c in chunks}
+        spread.update(shapes)
+        spread.update({after_opening(opening_of(chunks), s) for s in shapes})
+    return spread
+
+
+def opening_of(chunks: Sequence[str]) -> str:
+    """A message's opening, as `excerpt` always shows it: its first `OPENING` chunks' shapes."""
+    return " ".join(shape(c) for c in chunks[:OPENING])
+
+
+OPENING = 3
+
+
+def after_opening(opening: str, chunk: str) -> str:
+    """The key `pattern_spread` counts a chunk under among the patterns opening with `opening`."""
+    return f"{opening}\x1f{chunk}"
+
+
 def keywords(
     message: str, opening: int, rare: int, spread: Counter[str], constant: frozenset[str] = frozenset()
 ) -> str:
@@ -56,11 +81,14 @@ def keywords(
         for i in wordy
         if len(chunks[i]) <= 60 and {w for w in WORD.findall(chunks[i]) if not _DIGITS.search(w)} <= constant
     ]
-    # rarest first; a path or URL names an object, not the message, so it comes last
+    # rarest first (among the patterns that open alike, then among all); a path or URL names an
+    # object, not the message, so it comes last
+    opening_shape = opening_of(chunks)
     rank = sorted(
         fixed,
         key=lambda i: (
             "/" in chunks[i] or "\\" in chunks[i],
+            spread[after_opening(opening_shape, shape(chunks[i]))],
             spread[shape(chunks[i])],
             -sum(ch.isalpha() for ch in chunks[i]),
             i,
@@ -105,8 +133,11 @@ def _class_only(message: str) -> str:
 
 
 def _telling(chunks: Sequence[str], spread: Counter[str], constant: frozenset[str]) -> list[int]:
-    """The index of the pattern's most telling chunk: among the chunks all its lines share, the one
-    fewest other patterns hold (a path or URL names an object, not the message, so it ranks last)."""
+    """The pattern's chunks, most telling first: among the chunks all its lines share, the one fewest
+    other patterns that open with the same word hold, then fewest patterns at all (a path or URL
+    names an object, not the message, so it ranks last). The opening is always shown, so the
+    telling word must tell the pattern apart from those that open alike (`ciod: Error loading …
+    No such file or directory` beside `… Permission denied`)."""
     shared = [
         i
         for i, c in enumerate(chunks)
@@ -115,8 +146,12 @@ def _telling(chunks: Sequence[str], spread: Counter[str], constant: frozenset[st
         and {w for w in WORD.findall(c) if not _DIGITS.search(w)} <= constant
     ]
 
-    def rank(i: int) -> tuple[bool, int, int, int]:
-        return ("/" in chunks[i] or "\\" in chunks[i], spread[shape(chunks[i])], -len(chunks[i]), i)
+    opening_shape = opening_of(chunks)
+
+    def rank(i: int) -> tuple[bool, int, int, int, int]:
+        key = shape(chunks[i])
+        pair = spread[after_opening(opening_shape, key)]
+        return ("/" in chunks[i] or "\\" in chunks[i], pair, spread[key], -len(chunks[i]), i)
 
     return sorted(shared, key=rank)
 
@@ -151,23 +186,30 @@ _WIDER = (1.0, 1.25, 1.5)
 
 
 def terse_line(
-    message: str, limit: int, words: tuple[int, int], spread: Counter[str], constant: frozenset[str]
+    message: str,
+    limit: int,
+    words: tuple[int, int],
+    spread: Counter[str],
+    constant: frozenset[str],
+    cost: float = LINE_COST,
 ) -> str:
     """A terse form of the exemplar: the line itself, cut to the skeleton's length or `limit`
-    (`excerpt`), or up to half as long again, as soon as it holds every word the skeleton of its
-    words shows (`keywords`: `words` opening and rarest words) in at most `LINE_COST` times the
-    skeleton's tokens; else the skeleton, which says which message it is where no run of the line
-    can (telling words far apart, or a line of long values). So a verbatim line costs a digest no
-    word the skeleton would have shown (benchmarks/bench_loki_exemplars.py counts the skeletons)."""
+    (`excerpt`), or up to half as long again, as soon as it holds the words that say which message
+    it is (the skeleton's opening words and its most telling one: `keywords` with `words[0]` opening
+    words and one rare word) in at most `cost` (`LINE_COST`) times the skeleton's tokens; else the skeleton
+    (`keywords`: `words` opening and rarest words), which says which message it is where no run of
+    the line can (the telling word far from the opening, or a line of long values). The skeleton's
+    further rare words do not outweigh a line that can be read and quoted (issue 36 item 3;
+    benchmarks/bench_loki_exemplars.py counts the skeletons)."""
     skeleton = keywords(message, *words, spread, constant)
-    needed = _said(skeleton.replace("...", " "))
+    needed = _said(keywords(message, words[0], 1, spread, constant).replace("...", " "))
     base = max(limit, len(skeleton))
     for wider in _WIDER:
         line = excerpt(message, int(base * wider), spread, constant)
         if line == skeleton:
             return skeleton
         if needed <= _said(_DIGITS.sub("*", line).replace("…", " ")):
-            return line if count_tokens(line) <= LINE_COST * count_tokens(skeleton) else skeleton
+            return line if count_tokens(line) <= cost * count_tokens(skeleton) else skeleton
     return skeleton
 
 

@@ -19,7 +19,10 @@ Bidirectional Parallel Tree", IEEE TSC 2023), written here from the paper's idea
    several templates, not a variable. More distinct words than that make it a variable
    (user names, host names); so does a variable on most of the column's lines (its plain
    words are values without a digit: `lifetime <1 sec` beside `lifetime 00:01`).
-4. Merge. Templates that say the same constant words in the same order are one statement whose
+4. Entities. Where two templates were each split on a column after the same constant word and
+   at least three of its words recur in both (`session opened/closed for user news|cyrus|test`),
+   the words are names of one variable (a user, a host): each template is one group again.
+5. Merge. Templates that say the same constant words in the same order are one statement whose
    variables took a different number of words (a list of hosts, a size with its unit or without).
 
 Measured against the corrected loghub-2.0 labels of sixteen systems by `python -m benchmarks.loghub2`
@@ -225,7 +228,7 @@ def mine_words(masked: Sequence[tuple[str, ...]]) -> list[Group]:
         for members in roots.values():
             members.sort()  # ascending, as one message at a time gave them
             groups.extend(_split(members, masked))
-    out = _merge_runs(groups)
+    out = _merge_runs(_join_entities(groups))
     out.sort(key=lambda g: g.members[0])
     return out
 
@@ -250,6 +253,47 @@ def _merge_runs(groups: list[Group]) -> list[Group]:
         members = sorted(i for g in parts for i in g.members)
         out.append(Group(largest.template, tuple(members)))
     return out
+
+
+def _join_entities(groups: list[Group]) -> list[Group]:
+    """Undo a split whose column names an entity: where two templates were each split on a column
+    that follows the same constant word (`session opened for user {news, cyrus, test}`, `session
+    closed for user {news, cyrus, test, root}`) and at least `_ENTITY_SHARED` of the words recur in
+    both, those words are the values of one variable (a user, a host, a job), which few distinct
+    values made look constant; each template is then one group. A constant that tells templates
+    apart (`instruction`/`data address`) does not recur as the same set after the same word in a
+    second template that was split alike."""
+    siblings: dict[tuple[tuple[str, ...], int], list[int]] = defaultdict(list)
+    for index, group in enumerate(groups):
+        template = group.template
+        for pos in range(1, len(template)):
+            if not template[pos].endswith(WILD) and not template[pos - 1].endswith(WILD):
+                siblings[((*template[:pos], WILD, *template[pos + 1 :]), pos)].append(index)
+    families = {key: idx for key, idx in siblings.items() if len(idx) > 1}
+    by_key_word: dict[str, list[tuple[tuple[str, ...], int]]] = defaultdict(list)
+    for template, pos in families:
+        by_key_word[template[pos - 1]].append((template, pos))
+    joined: dict[tuple[tuple[str, ...], int], list[int]] = {}
+    for keys in by_key_word.values():
+        values = {key: {groups[i].template[key[1]] for i in families[key]} for key in keys}
+        for key in keys:
+            if any(
+                other[0] != key[0] and len(values[key] & values[other]) >= _ENTITY_SHARED for other in keys
+            ):
+                joined[key] = families[key]
+    taken: set[int] = set()
+    out: list[Group] = []
+    for (template, _), members in sorted(joined.items(), key=lambda kv: min(kv[1])):
+        fresh = [i for i in members if i not in taken]
+        if len(fresh) > 1:
+            taken.update(fresh)
+            out.append(Group(template, tuple(sorted(m for i in fresh for m in groups[i].members))))
+    return out + [g for i, g in enumerate(groups) if i not in taken]
+
+
+# Two words that recur in two split statements are as often an opposition (`Starting`/`Ending`,
+# `onSleep`/`onWake`) as two names; three that recur are names.
+_ENTITY_SHARED = 3
 
 
 def _constants(template: tuple[str, ...]) -> tuple[str, ...]:

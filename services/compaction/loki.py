@@ -18,6 +18,7 @@ Pure and deterministic.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -32,7 +33,7 @@ from services.compaction.log_anatomy import (
     level_name,
     split_line,
 )
-from services.compaction.log_exemplar import CHUNK, SHORT_CHARS, shape, terse_line
+from services.compaction.log_exemplar import LINE_COST, SHORT_CHARS, pattern_spread, shape, terse_line
 from services.compaction.log_patterns import WILD, digit_family, mine_words, word_spans
 from services.compaction.log_streams import StreamSet, families
 from services.compaction.model import Draft, Item, RawFormatError
@@ -47,6 +48,10 @@ _EXEMPLAR_CHARS = 400  # the richest form: a long line is cut here, with the cou
 # below the floor the fitter leaves a lesser pattern out (counted in `omitted`) instead.
 _TERSE_CHARS = 72
 _FLOOR_CHARS = 48
+# An error's terse form is its line, cut (`log_exemplar.excerpt`) but never traded for a skeleton on
+# tokens: the fitter leaves out a lesser pattern to pay for it (issue 36: an error is what responders
+# quote; benchmarks/bench_loki_streams.py counts the skeletons of many-stream answers).
+ERROR_LINE_COST = math.inf
 _MAX_VARS = 4
 
 
@@ -296,9 +301,7 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
     patterns, messages, raws = _patterns(entries, streams, hidden)
     sources = StreamSet(streams, {s for _, s, _ in entries}, hidden)
     clock = Clock(entries[0][0], entries[-1][0])
-    spread: Counter[str] = Counter()
-    for pattern in patterns:
-        spread.update({shape(c) for c in CHUNK.split(messages[pattern.members[0]].strip())[0::2]})
+    spread = pattern_spread([messages[pattern.members[0]] for pattern in patterns])
     pinned = sorted(
         (p for p in patterns if LEVEL_RANK[p.level] >= ERROR_RANK),
         key=lambda p: (-len(p.members), -LEVEL_RANK[p.level], p.first),
@@ -322,16 +325,17 @@ def draft(raw: Any, alert_context: Mapping[str, Any], evidence_id: str) -> Draft
         terse = said if pinned_here else tag
         head = f"{n}× {times}{said} "
         ranges, fixed = _fields(pattern, raws)
+        cost = ERROR_LINE_COST if pinned_here else LINE_COST
         timed = [
             head + clip(exemplar, _EXEMPLAR_CHARS) + (f" [{'; '.join(ranges)}]" if ranges else ""),
             head + clip(exemplar, SHORT_CHARS),
-            head + terse_line(exemplar, _TERSE_CHARS, (4, 3), spread, fixed),
-            f"{n}× {times}{terse} " + terse_line(exemplar, _TERSE_CHARS, (4, 3), spread, fixed),
+            head + terse_line(exemplar, _TERSE_CHARS, (4, 3), spread, fixed, cost),
+            f"{n}× {times}{terse} " + terse_line(exemplar, _TERSE_CHARS, (4, 3), spread, fixed, cost),
         ]
         # Without first/last: the last resort, once the minor patterns are left out (`fit`).
         bare = [
-            f"{n}×{terse} " + terse_line(exemplar, _TERSE_CHARS, (4, 3), spread, fixed),
-            f"{n}×{terse} " + terse_line(exemplar, _FLOOR_CHARS, (2, 2), spread, fixed),
+            f"{n}×{terse} " + terse_line(exemplar, _TERSE_CHARS, (4, 3), spread, fixed, cost),
+            f"{n}×{terse} " + terse_line(exemplar, _FLOOR_CHARS, (2, 2), spread, fixed, cost),
         ]
         forms, essential = _ladder(timed, bare)
         items.append(

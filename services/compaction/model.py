@@ -85,7 +85,8 @@ class Draft:
     the item list, `kind` names an item (patterns, series, groups) and `unit` what `n` counts.
     `coarser` holds replacements for the pinned items, each covering every pinned unit at a
     coarser grain (the largest errors alone, the rest folded into groups): the call path takes
-    the one whose kept items are worth the most (`fit._worth`: units shown x weight x severity), so the tail
+    the one whose kept items are worth the most (`fit._shown`: units shown x weight x severity, over
+    the item's rank in its level), so the tail
     of a thousand small error patterns folds into groups instead of crowding out everything else.
     `fallback`, when set, renders a last-resort digest for a budget (passthrough truncation).
     """

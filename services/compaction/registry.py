@@ -99,8 +99,9 @@ def _best(fit_of: Callable[[int], Fitted | None], pinned: list[int]) -> _Pick | 
     anything less severe. When it cannot (a long tail of small error patterns), a fold is needed
     anyway, and how fine to fold trades the tail's resolution against the largest lesser patterns
     (the story): the variant that keeps all of its pinned items and is worth the most
-    (`Fitted.shown`), the finest on a tie; when none keeps them all, the one worth the most. Only
-    the unfolded variant is fitted when it suffices, as for most digests."""
+    (`Fitted.shown`: each level's k-th item counts 1/k), the finest on a tie; when none keeps them
+    all, the one worth the most. Only the unfolded variant is fitted when it suffices, as for most
+    digests."""
     first = fit_of(0)
     if first is not None and first.kept >= pinned[0]:
         return _Pick(first, 0)

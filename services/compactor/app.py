@@ -19,7 +19,6 @@ from schemas.projections import Writers
 from services.compaction.config import load_config
 from services.compactor.stream_config import (
     DEFAULT_APP_ID,
-    DEFAULT_SELECTIONS_TOPIC,
     GUARANTEES,
     StreamConfig,
 )
@@ -45,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dlq-topic", default=topics.DLQ, help="dead-letter topic (default: %(default)s)")
     parser.add_argument(
         "--selections-topic",
-        default=DEFAULT_SELECTIONS_TOPIC,
+        default=topics.SELECTIONS,
         help="changelog of recorded selector choices, shared across app ids (default: %(default)s)",
     )
     parser.add_argument("--workers-dir", default=None, help="faust data dirs (default: <state dir>/faust)")
@@ -81,9 +80,7 @@ def config_from_args(args: argparse.Namespace) -> StreamConfig:
         port = getattr(args, name)
         if port is not None and not 0 < port < 65536:
             raise UserFacingError(f"--{name.replace('_', '-')} must be a TCP port, got {port}")
-    kafka = Settings.from_env().kafka
-    if args.broker:
-        kafka = replace(kafka, bootstrap_servers=args.broker)
+    kafka = Settings.from_env().kafka.with_bootstrap(args.broker)
     workers_dir = os.path.abspath(args.workers_dir) if args.workers_dir else str(state_dir() / "faust")
     return StreamConfig(
         kafka=kafka,

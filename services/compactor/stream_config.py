@@ -10,7 +10,6 @@ from services.compaction.config import BUILTIN, CompactorConfig
 from services.runtime.kafka_client import KafkaClient
 
 DEFAULT_APP_ID = "incident-memory-compactor"
-DEFAULT_SELECTIONS_TOPIC = "incident-memory-compactor-selections"
 GUARANTEES = ("at_least_once", "exactly_once")
 
 
@@ -21,9 +20,7 @@ class StreamConfig:
     events_topic: str = topics.EVENTS
     compacted_topic: str = topics.COMPACTED
     dlq_topic: str = topics.DLQ
-    # The selection table's changelog. Not derived from app_id, so a replay under a new
-    # app id (a new consumer group reading from the beginning) still finds the recorded choices.
-    selections_topic: str = DEFAULT_SELECTIONS_TOPIC
+    selections_topic: str = topics.SELECTIONS  # shared across app ids (schemas/topics.py)
     worker_name: str = "worker"
     workers_dir: Path = Path(".")
     web_port: int | None = None  # faust's web server; None = disabled

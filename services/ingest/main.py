@@ -10,7 +10,6 @@ import logging
 import os
 import signal
 from collections.abc import Callable
-from dataclasses import replace
 
 import uvicorn
 
@@ -160,9 +159,7 @@ def config_from_args(args: argparse.Namespace) -> IngestConfig:
     if args.ack_timeout <= 0 or args.max_body < 1:
         raise UserFacingError("--ack-timeout and --max-body must be positive")
     settings = Settings.from_env()
-    kafka = settings.kafka
-    if args.bootstrap_servers:
-        kafka = replace(kafka, bootstrap_servers=args.bootstrap_servers)
+    kafka = settings.kafka.with_bootstrap(args.bootstrap_servers)
     return IngestConfig(
         signing_secret=args.signing_secret or "",  # empty (Socket Mode only): /slack/events is not served
         alertmanager_token=args.alertmanager_token,

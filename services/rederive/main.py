@@ -29,8 +29,6 @@ from services.rederive.snapshot import snapshot
 from services.runtime.errors import BadInput, UserFacingError
 from services.runtime.settings import Settings, state_dir
 
-DEFAULT_SELECTIONS_TOPIC = "incident-memory-compactor-selections"  # the compactor's default (shared)
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_mutually_exclusive_group(required=True)
@@ -49,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--events-topic", default=topics.EVENTS)
     parser.add_argument(
-        "--selections-topic", default=DEFAULT_SELECTIONS_TOPIC,
+        "--selections-topic", default=topics.SELECTIONS,
         help="the compactor's selection changelog, shared with the live compactor so that recorded choices are reused",
     )  # fmt: skip
     parser.add_argument("--workers", type=int, default=1, help="compactor workers started here (default: 1)")

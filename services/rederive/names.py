@@ -36,32 +36,27 @@ def check_name(name: str, *, what: str = "NAME") -> str:
 
 @dataclass(frozen=True)
 class Names:
-    """Every resource of the re-derivation NAME."""
+    """Every resource of the re-derivation NAME: its own schema, and its own copy of each shared
+    topic and consumer group, named `<shared name><separator>NAME` (built once, by `names_for`)."""
 
     name: str
-    events_topic: str = topics.EVENTS
-
-    @property
-    def schema(self) -> str:
-        return self.name
-
-    @property
-    def app_id(self) -> str:
-        """The compactor's faust app id, i.e. its consumer group on the events topic."""
-        return f"{COMPACTOR_APP_PREFIX}{self.name}"
-
-    @property
-    def compacted_topic(self) -> str:
-        return f"{topics.COMPACTED}.{self.name}"
-
-    @property
-    def dlq_topic(self) -> str:
-        return f"{topics.DLQ}.{self.name}"
-
-    @property
-    def projector_group(self) -> str:
-        return f"{PROJECTOR_GROUP_PREFIX}{self.name}"
+    events_topic: str
+    schema: str
+    app_id: str  # the compactor's faust app id, i.e. its consumer group on the events topic
+    compacted_topic: str
+    dlq_topic: str
+    projector_group: str
 
 
 def names_for(name: str, events_topic: str = topics.EVENTS) -> Names:
-    return Names(check_name(name), events_topic)
+    """The names of the re-derivation `name` (checked: BadInput names the rule it breaks)."""
+    name = check_name(name)
+    return Names(
+        name=name,
+        events_topic=events_topic,
+        schema=name,
+        app_id=f"{COMPACTOR_APP_PREFIX}{name}",
+        compacted_topic=f"{topics.COMPACTED}.{name}",
+        dlq_topic=f"{topics.DLQ}.{name}",
+        projector_group=f"{PROJECTOR_GROUP_PREFIX}{name}",
+    )

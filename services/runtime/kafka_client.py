@@ -18,7 +18,7 @@ import os
 import re
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,12 @@ class KafkaClient:
         client = cls(bootstrap, security, source)
         client.ssl_context()  # a missing or unreadable CA or keystore fails here, at start
         return client
+
+    def with_bootstrap(self, bootstrap_servers: str | None) -> KafkaClient:
+        """The same client settings for other brokers: a command's --broker or --bootstrap-servers
+        (None or empty: these settings unchanged). The security settings always come from the
+        environment, so a flag can redirect a service, never weaken how it connects."""
+        return replace(self, bootstrap_servers=bootstrap_servers) if bootstrap_servers else self
 
     @property
     def principal(self) -> str | None:

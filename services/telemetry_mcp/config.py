@@ -15,30 +15,10 @@ from typing import Any
 from services.runtime.errors import UserFacingError
 from services.runtime.loading import json_object_file
 from services.runtime.settings import Settings
+from services.runtime.telemetry_settings import IN_CLUSTER_HOST_ENV, IN_CLUSTER_PORT_ENV, SETTINGS_ENV
 
 BACKENDS = ("recorded", "http")
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-
-# config key -> environment variable
-ENV: dict[str, str] = {
-    "backend": "TELEMETRY_MCP_BACKEND",
-    "recording": "TELEMETRY_MCP_RECORDING",
-    "loki_url": "LOKI_URL",
-    "loki_token": "LOKI_TOKEN",
-    "loki_tenant": "LOKI_TENANT",
-    "prometheus_url": "PROMETHEUS_URL",
-    "prometheus_token": "PROMETHEUS_TOKEN",
-    "tempo_url": "TEMPO_URL",
-    "tempo_token": "TEMPO_TOKEN",
-    "tempo_tenant": "TEMPO_TENANT",
-    "kubernetes_url": "KUBERNETES_URL",
-    "kubernetes_token": "KUBERNETES_TOKEN",
-    "kubernetes_token_file": "KUBERNETES_TOKEN_FILE",
-    "kubernetes_ca_file": "KUBERNETES_CA_FILE",
-    "timeout_s": "TELEMETRY_TIMEOUT_S",
-    "dsn": "DATABASE_URL",
-    "schema": "TELEMETRY_MCP_SCHEMA",
-}
 
 
 @dataclass(frozen=True)
@@ -109,7 +89,7 @@ def from_sources(
     if unknown:
         raise UserFacingError(f"unknown config keys: {', '.join(unknown)}")
     values: dict[str, Any] = {"dsn": Settings.from_env().database_url}
-    for key, var in ENV.items():
+    for key, var in SETTINGS_ENV.items():
         if (v := _coerce(key, env.get(var))) is not None:
             values[key] = v
     for source in (file_values, flags):
@@ -117,7 +97,7 @@ def from_sources(
             if key in known and (v := _coerce(key, raw)) is not None:
                 values[key] = v
     config = TelemetryConfig(**values)
-    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
+    host, port = env.get(IN_CLUSTER_HOST_ENV), env.get(IN_CLUSTER_PORT_ENV, "443")
     if config.kubernetes_url is None and host:
         config = replace(config, kubernetes_url=f"https://{host}:{port}")
         if config.kubernetes_token is None and config.kubernetes_token_file is None:

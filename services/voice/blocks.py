@@ -6,6 +6,7 @@ written by the deterministic local model says so in the post itself. Pure functi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from schemas.events import AlertReceived, RecalledIncident, ThreadPost
@@ -14,6 +15,17 @@ from services.boundary.slack_escape import escape, link, mention
 LOCAL_MODEL = "local-deterministic"
 SECTION_CHARS = 2900  # Slack allows 3,000 characters in a section's text
 METADATA_EVENT_TYPE = "incident_memory_post"  # letters, digits and `_` only, as Slack requires
+
+
+@dataclass(frozen=True)
+class SlackMessage:
+    """The body of one `chat.postMessage`: built (and redacted) by the poster, sent as it is."""
+
+    channel: str
+    thread_ts: str | None  # None: a thread's root
+    text: str  # the notification text
+    blocks: list[dict[str, Any]]
+    metadata: dict[str, Any]  # `metadata(post_id, thread_key)`: finds the message again after a crash
 
 
 def author(model: str) -> str:

@@ -17,7 +17,6 @@ import asyncio
 import logging
 import os
 import signal
-from dataclasses import replace
 
 import psycopg
 from confluent_kafka import Consumer, Message, TopicPartition
@@ -87,7 +86,7 @@ class ProjectedRecords:
 def run(args: argparse.Namespace) -> int:
     configure_logging("slack", args.log_level)
     settings = Settings.from_env()
-    kafka = replace(settings.kafka, bootstrap_servers=args.broker) if args.broker else settings.kafka
+    kafka = settings.kafka.with_bootstrap(args.broker)
     token = os.environ.get("SLACK_BOT_TOKEN", "")
     base_url = os.environ.get("SLACK_API_URL") or slack_api.SLACK_API_URL
     routes = parse_routes(os.environ.get("SLACK_ROUTES"))

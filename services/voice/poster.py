@@ -30,7 +30,7 @@ from schemas.events import AlertReceived, EventBase, RoundCommitted, SlackPostRe
 from schemas.ids import split_thread_key, voice_id
 from services.boundary.redact import redact_text, redact_value
 from services.runtime.logs import about
-from services.voice.blocks import alert_blocks, metadata, post_blocks
+from services.voice.blocks import SlackMessage, alert_blocks, metadata, post_blocks
 from services.voice.routing import route
 
 log = logging.getLogger("agent.voice")
@@ -51,14 +51,7 @@ class Records(Protocol):
 class Slack(Protocol):
     def find(self, channel: str, root_ts: str | None, post_id: str) -> Awaitable[str | None]: ...
 
-    def post(
-        self,
-        channel: str,
-        thread_ts: str | None,
-        text: str,
-        blocks: list[dict[str, Any]],
-        meta: dict[str, Any],
-    ) -> Awaitable[str]: ...
+    def post(self, message: SlackMessage) -> Awaitable[str]: ...
 
     def is_private(self, channel: str) -> Awaitable[bool | None]:
         """Whether a channel is private (`conversations.info`); None when Slack would not say."""
@@ -84,6 +77,13 @@ class Outcome:
 
 
 Emit = Callable[[EventBase], Awaitable[None]]
+
+
+def outgoing(d: Delivery) -> SlackMessage:
+    """What Slack is sent for a delivery. The last step before Slack: whatever built the text, no
+    credential is posted (invariant 13)."""
+    text, blocks = redact_text(d.text), redact_value(d.blocks)
+    return SlackMessage(d.channel, d.thread_ts, text, blocks, metadata(d.post_id, d.thread))
 
 
 def _utc_now() -> datetime:
@@ -179,9 +179,7 @@ class Voice:
             self.outcome.found.append(d.post_id)
             return found
         await self._record(d, "intent", None, None)
-        # The last step before Slack: whatever built the text, no credential is posted (invariant 13).
-        text, blocks = redact_text(d.text), redact_value(d.blocks)
-        ts = await self.slack.post(d.channel, d.thread_ts, text, blocks, metadata(d.post_id, d.thread))
+        ts = await self.slack.post(outgoing(d))
         await self._record(d, "posted", ts, private)
         self.outcome.posted.append(d.post_id)
         log.info("posted", extra=about(d.thread, d.post_id, channel=d.channel, slack_ts=ts))

@@ -21,7 +21,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from services.runtime.errors import UserFacingError
-from services.voice.blocks import METADATA_EVENT_TYPE
+from services.voice.blocks import METADATA_EVENT_TYPE, SlackMessage
 from services.voice.metrics import POST_FAILURES, failure_label
 
 SLACK_API_URL = "https://slack.com/api/"
@@ -112,18 +112,15 @@ class SlackWeb:
         found = (answer.get("channel") or {}).get("is_private")
         return found if isinstance(found, bool) else None
 
-    async def post(
-        self,
-        channel: str,
-        thread_ts: str | None,
-        text: str,
-        blocks: list[dict[str, Any]],
-        meta: dict[str, Any],
-    ) -> str:
+    async def post(self, message: SlackMessage) -> str:
         """One `chat.postMessage`; Slack's ts of the new message. A failure is counted, then raised."""
         try:
             answer = await self.web.chat_postMessage(
-                channel=channel, thread_ts=thread_ts, text=text, blocks=blocks, metadata=meta
+                channel=message.channel,
+                thread_ts=message.thread_ts,
+                text=message.text,
+                blocks=message.blocks,
+                metadata=message.metadata,
             )
         except Exception as exc:
             POST_FAILURES.labels(error=failure_label(exc)).inc()

@@ -151,9 +151,7 @@ class LocalToolPath(ToolPath):
     async def lookup(self, thread_ts: str, tool: str, args: dict[str, Any]) -> CachedDigest | None:
         key = (thread_ts, self.config.compactor_for(tool), canonical_args_hash(args))
         hit = self.projection.cache.get(key)
-        return (
-            None if hit is None else CachedDigest(hit.message_id, hit.tool_call_id, json.loads(hit.compact))
-        )
+        return None if hit is None else CachedDigest(hit.message_id, json.loads(hit.compact))
 
     async def wait_for_digest(self, thread_ts: str, message_id: str) -> Any:
         for digest in self.projection.cache.values():

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+import json
+from pathlib import Path
+
 import pytest
 
 from schemas.tools import TOOL_COMPACTORS
-from services.agent.config import build_config
+from services.agent.config import TELEMETRY_ENV, build_config
 from services.runtime.errors import UserFacingError
 from services.runtime.kafka_client import KafkaClient
 
@@ -37,3 +41,49 @@ def test_a_tool_map_it_cannot_use_is_one_clear_error(
 ) -> None:
     with pytest.raises(UserFacingError, match=message):
         build_config(file_data, env=env, kafka=KAFKA, database_url="postgresql://unused")
+
+
+def test_the_command_line_overrides_the_config_file_key_by_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """services/agent/main.py: a flag given wins over the file's key, a flag not given leaves it."""
+    from services.agent import main
+
+    for var in (
+        "AGENT_MODEL",
+        "JUDGE_MODEL",
+        "KAFKA_BOOTSTRAP_SERVERS",
+        "KAFKA_CLIENT_CONFIG",
+        "DATABASE_URL",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    file = tmp_path / "agent.json"
+    file.write_text(
+        json.dumps(
+            {"events_topic": "file.events", "context_budget": 1000, "bootstrap_servers": "file:9092",
+             "schema": "file_schema", "database_url": "postgresql://file", "models": {"judge": "j-file"}}
+        )
+    )  # fmt: skip
+    parser = argparse.ArgumentParser()
+    main.add_arguments(parser)
+    args = parser.parse_args(
+        ["--config", str(file), "--wake-topic", "flag.wake", "--context-budget", "2000", "--max-concurrency", "3",
+         "--round-timeout", "4.5", "--step-delay", "0.5", "--wake-window", "1", "--wake-window-max", "9",
+         "--group", "g", "--model", "m", "--dsn", "postgresql://flag", "--mcp-command", "telemetry --x"]
+    )  # fmt: skip
+    config = main.config_from_args(args)
+    assert config.events_topic == "file.events" and config.kafka.bootstrap_servers == "file:9092"
+    assert (config.schema, config.database_url) == ("file_schema", "postgresql://flag")
+    flags = (config.wake_topic, config.context_budget, config.max_concurrency, config.round_timeout)
+    assert flags == ("flag.wake", 2000, 3, 4.5)
+    assert (config.step_delay, config.wake_window, config.wake_window_max, config.group_id) == (
+        0.5,
+        1.0,
+        9.0,
+        "g",
+    )
+    assert (config.models.agent, config.models.judge) == ("m", "j-file")
+    (server,) = config.mcp_servers
+    assert (server.name, server.command, server.url) == ("cli", ["telemetry", "--x"], None)
+    assert server.env == {"DATABASE_URL": "postgresql://flag", "TELEMETRY_MCP_SCHEMA": "file_schema"}
+    assert server.pass_env == TELEMETRY_ENV

@@ -63,10 +63,11 @@ def test_twelve_rounds_stay_under_budget(
 
     try:
         _pipeline(pipe)
-        pipe.agent(
-            group=f"agent-{pg_schema}",
-            extra=["--model", "local", "--judge-model", "local", "--context-budget", str(BUDGET)],
-        )
+        models = ["--model", "local", "--judge-model", "local"]
+        # Each mention starts its round at once: gathering further mentions for 2 s (the wake window) is
+        # not what this test is about (tests/agent/test_coalesce.py).
+        budget = ["--context-budget", str(BUDGET), "--wake-window", "0"]
+        pipe.agent(group=f"agent-{pg_schema}", extra=[*models, *budget])
         produce(kafka_bootstrap, ev, alert_events())
         produce(kafka_bootstrap, wk, [alert_wake()])
         pipe.wait_until(partial(posted, 1), 120, "round 1")

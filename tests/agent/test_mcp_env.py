@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.agent.config import TELEMETRY_ENV, McpServer, build_config, subprocess_env
+from services.agent.config import TELEMETRY_ENV, McpServer, build_config, default_servers, subprocess_env
 
 AGENT_ENV = {
     "PATH": "/usr/bin",
@@ -38,3 +38,20 @@ def test_the_default_server_and_a_config_file_server_are_allow_listed() -> None:
         "PATH": "/usr/bin",
         "LOKI_TOKEN": "loki-token",
     }
+
+
+def test_the_telemetry_server_started_by_the_agent_reads_every_setting_the_agent_has() -> None:
+    """The agent's allow-list and the server's settings are one list (services/runtime/telemetry_settings.py):
+    every setting in the agent's environment reaches the server's config, the projection's address
+    is the one the agent gives, and nothing else of the agent's leaks through."""
+    from services.runtime.telemetry_settings import PROJECTION_KEYS, SETTINGS_ENV
+    from services.telemetry_mcp.config import from_sources
+
+    values = {key: f"{key}-value" for key in SETTINGS_ENV} | {"backend": "http", "timeout_s": "7"}
+    agent_env = {**AGENT_ENV, **{var: values[key] for key, var in SETTINGS_ENV.items()}}
+    (server,) = default_servers("postgresql://given", "given_schema")
+    config = from_sources(subprocess_env(server, agent_env), {}, {})
+    for key in SETTINGS_ENV.keys() - set(PROJECTION_KEYS):
+        expected = 7.0 if key == "timeout_s" else values[key]
+        assert getattr(config, key) == expected, key
+    assert (config.dsn, config.schema) == ("postgresql://given", "given_schema")

@@ -22,6 +22,7 @@ from services.agent.stand_in_model import DeterministicStandInModel
 from services.telemetry_mcp.client import session, text_of
 from services.telemetry_mcp.server import _guarded
 from services.telemetry_mcp.wire import UpstreamError
+from services.voice.blocks import SlackMessage
 
 from .test_voice_rules import AT, FakeSlack, commit, play, voice
 
@@ -29,11 +30,9 @@ from .test_voice_rules import AT, FakeSlack, commit, play, voice
 class BlockSlack(FakeSlack):
     """FakeSlack that keeps the blocks too: the whole body a post would send."""
 
-    async def post(
-        self, channel: str, thread_ts: str | None, text: str, blocks: list[Any], meta: dict[str, Any]
-    ) -> str:
-        ts = await super().post(channel, thread_ts, text, blocks, meta)
-        self.messages[-1]["blocks"] = blocks
+    async def post(self, message: SlackMessage) -> str:
+        ts = await super().post(message)
+        self.messages[-1]["blocks"] = message.blocks
         return ts
 
 

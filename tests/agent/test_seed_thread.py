@@ -19,6 +19,7 @@ import httpx
 import psycopg
 import pytest
 
+from deploy.local import loopback_http
 from deploy.local.pipeline import Pipeline, Proc, free_port
 from schemas.events import ToolResult
 from schemas.ids import canonical_args_hash
@@ -53,7 +54,7 @@ def _start(pipe: Pipeline, group: str, delay: str, port: int = 0) -> Proc:
 
 def _healthz(port: int) -> tuple[int, dict[str, Any]] | None:
     try:
-        resp = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+        resp = loopback_http.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
     except httpx.HTTPError:
         return None
     return resp.status_code, resp.json()
@@ -92,11 +93,13 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
     try:
         _pipeline(pipe)
         port = free_port()
-        _start(pipe, group, "0", port)
+        # Slowed down from the start (a pause after each node), so round 2 can be killed mid-round by the
+        # same process: one agent start fewer than stopping it after round 1 and starting a slow one.
+        _start(pipe, group, "1.5", port)
         # /healthz is the loop's heartbeat, not prometheus_client's catch-all.
         health = pipe.wait_until(lambda: (h := _healthz(port)) and h[0] == 200 and h, 60, "agent /healthz")
         assert health[1]["ok"] is True and "loop" in health[1]["detail"]
-        assert httpx.get(f"http://127.0.0.1:{port}/nope", timeout=2).status_code == 404
+        assert loopback_http.get(f"http://127.0.0.1:{port}/nope", timeout=2).status_code == 404
 
         # Round 1: the alert.
         produce(kafka_bootstrap, topic_names["events"], alert_events())
@@ -107,9 +110,7 @@ def test_seed_thread_two_rounds_and_kill9_rerun(
         produce(kafka_bootstrap, topic_names["events"], human_events(mention=False))
         pipe.wait_until(lambda: len(_rows(pg_dsn, pg_schema)) >= 13, 60, "4 human rows")
 
-        # Round 2, slowed down so it can be killed mid-round.
-        pipe.procs[-1].stop()
-        _start(pipe, group, "1.5")
+        # Round 2, killed mid-round.
         produce(kafka_bootstrap, topic_names["events"], human_events(mention=True))
         produce(kafka_bootstrap, topic_names["wake"], [mention_wake()])
         pipe.wait_until(lambda: _tool_called_r2(pipe), 90, "round 2's tool call")

@@ -15,7 +15,7 @@ import anyio
 from deploy.local.slack_standin import running
 from schemas.events import ThreadPost
 from services.boundary.slack_escape import escape, link
-from services.voice.blocks import post_blocks
+from services.voice.blocks import SlackMessage, post_blocks
 from services.voice.slack_api import SlackWeb, client
 
 HOSTILE = (
@@ -51,7 +51,9 @@ def test_a_hostile_post_reaches_slack_without_any_control_sequence() -> None:
 
         async def send() -> None:
             web = SlackWeb(client(slack.bot_token, slack.base_url))
-            await web.post("C0INCIDENTS", None, text, blocks, {"event_type": "x", "event_payload": {}})
+            await web.post(
+                SlackMessage("C0INCIDENTS", None, text, blocks, {"event_type": "x", "event_payload": {}})
+            )
 
         anyio.run(send)
         (stored,) = slack.messages("C0INCIDENTS")

@@ -13,6 +13,7 @@ from slack_sdk.errors import SlackApiError
 from deploy.local.ports import free_port
 from deploy.local.slack_standin import DEFAULT_CHANNEL, SlackStandin, running
 from services.voice import slack_api
+from services.voice.blocks import SlackMessage
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -28,7 +29,9 @@ def failures(error: str) -> float:
 
 
 def post(web: slack_api.SlackWeb, channel: str = DEFAULT_CHANNEL) -> str:
-    return asyncio.run(web.post(channel, None, "hello", [], {"event_type": "x", "event_payload": {}}))
+    return asyncio.run(
+        web.post(SlackMessage(channel, None, "hello", [], {"event_type": "x", "event_payload": {}}))
+    )
 
 
 def test_a_post_slack_refuses_is_counted_by_its_error_then_raised(slack: SlackStandin) -> None:

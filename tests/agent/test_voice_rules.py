@@ -14,8 +14,8 @@ import pytest
 from schemas.events import AlertReceived, EventBase, RoundCommitted, SlackPostRecorded, ThreadPost
 from schemas.ids import message_id, thread_key
 from services.runtime.errors import UserFacingError
-from services.voice.blocks import METADATA_EVENT_TYPE, post_blocks
-from services.voice.poster import Voice
+from services.voice.blocks import METADATA_EVENT_TYPE, SlackMessage, post_blocks
+from services.voice.poster import Delivery, Voice, outgoing
 from services.voice.routing import parse_routes, route
 
 AT = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)
@@ -42,12 +42,11 @@ class FakeSlack:
                 return str(m["ts"])
         return None
 
-    async def post(
-        self, channel: str, thread_ts: str | None, text: str, blocks: list[Any], meta: dict[str, Any]
-    ) -> str:
+    async def post(self, message: SlackMessage) -> str:
         ts = f"1800000000.{len(self.messages) + 1:06d}"
+        m = message
         self.messages.append(
-            {"channel": channel, "thread_ts": thread_ts, "ts": ts, "text": text, "meta": meta}
+            {"channel": m.channel, "thread_ts": m.thread_ts, "ts": ts, "text": m.text, "meta": m.metadata}
         )
         return ts
 
@@ -195,3 +194,20 @@ def test_a_post_is_short_names_its_model_and_labels_the_local_model() -> None:
     assert "not an LLM" not in body
     _, local = post_blocks(post(K, 1))
     assert "deterministic local stand-in for a model, not an LLM" in str(local)
+
+
+def test_what_slack_is_sent_is_the_delivery_redacted_and_tagged_with_its_ids() -> None:
+    secret = "token xoxb-1234567890-abcdefghij"
+    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": secret}}]
+    d = Delivery("T:1:post:0", "T", 1, "C0INCIDENTS", "1800000000.000001", f"said {secret}", blocks)
+    message = outgoing(d)
+    assert (message.channel, message.thread_ts) == ("C0INCIDENTS", "1800000000.000001")
+    assert message.text == "said token [REDACTED:slack-token]"
+    assert (
+        message.blocks[0]["text"]["text"] == "token [REDACTED:slack-token]"
+        and "xoxb" in d.blocks[0]["text"]["text"]
+    )
+    assert message.metadata == {
+        "event_type": METADATA_EVENT_TYPE,
+        "event_payload": {"event_id": "T:1:post:0", "thread": "T"},
+    }

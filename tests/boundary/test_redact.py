@@ -274,3 +274,34 @@ def test_the_plugin_gate_lets_through_every_line_a_plugin_anchors() -> None:
         anchored = any(a.holds(line, line.lower()) for _, anchors in redact._PLUGINS for a in anchors)
         if anchored:
             assert redact._PLUGIN_GATE.search(line), line
+
+
+TOKEN_SAMPLES = (
+    ("jwt", "auth eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abc"),
+    ("aws-access-key", "key AKIAIOSFODNN7EXAMPLE used"),
+    ("aws-access-key", "role ASIAY34FZKBOKMUTVV7A"),
+    ("slack-token", "bot xoxb-1234567890-abcdefghij"),
+    ("slack-token", "app xapp-1-A0B1C2D3-12345-abcdef"),
+    ("slack-webhook", "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXX"),
+    ("github-token", "ghp_" + "a" * 36),
+    ("github-token", "github_pat_" + "b" * 50),
+    ("gitlab-token", "glpat-" + "c" * 20),
+    ("openai-key", "sk-proj-" + "d" * 24),
+    ("stripe-key", "rk_test_" + "e" * 16),
+    ("google-api-key", "AIza" + "f" * 35),
+    ("npm-token", "npm_" + "g" * 36),
+    ("sendgrid-key", "SG." + "h" * 16 + "." + "i" * 16),
+)
+
+
+def test_every_token_shape_is_gated_by_its_own_literals() -> None:
+    """The substring gate is derived from the token shapes' literals; a shape whose literals its
+    tokens do not contain would be skipped on exactly the lines it should redact."""
+    from services.boundary import redact
+
+    for shape in redact._PREFIXED:
+        lines = [line for kind, line in TOKEN_SAMPLES if kind == shape.kind and shape.pattern.search(line)]
+        assert lines, f"no sample of {shape.kind} matches {shape.pattern.pattern}"
+        for line in lines:
+            assert any(literal in line for literal in shape.literals), (shape.kind, line)
+            assert f"[REDACTED:{shape.kind}]" in redact_text(line), line

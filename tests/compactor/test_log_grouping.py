@@ -161,3 +161,30 @@ def test_a_unit_after_a_number_is_part_of_the_value() -> None:
         for i in range(30)
     ]
     assert _same(_groups(lines), range(30))
+
+
+def test_names_that_recur_after_the_same_word_in_two_statements_are_one_variable() -> None:
+    """Few distinct users made the user column look constant, so each statement split by user; the
+    same three names after `user` in both statements say it is an entity: one pattern per statement."""
+    users = ("alice", "mallory", "trent")
+    lines = []
+    for i in range(60):
+        user = users[i % 3]
+        lines.append(f"2026-03-14 03:12:{i % 60:02d} host app[{100 + i}]: login accepted for user {user} port {i}")
+        lines.append(f"2026-03-14 03:13:{i % 60:02d} host app[{200 + i}]: logout for user {user}")
+    groups = _groups(lines)
+    assert _same(groups, range(0, 120, 2)) and _same(groups, range(1, 120, 2))
+    assert groups[0] != groups[1]
+
+
+def test_an_opposition_that_recurs_in_two_statements_still_splits() -> None:
+    """Two words after the same word in two statements (`Starting`/`Ending`) are as likely an
+    opposition as two names: the columns stay constants of two templates each."""
+    lines = []
+    for i in range(40):
+        verb = ("Starting", "Ending")[i % 2]
+        lines.append(f"2026-03-14 03:12:{i % 60:02d} INFO svc {verb} the installer main loop, round {i}")
+        lines.append(f"2026-03-14 03:13:{i % 60:02d} INFO svc {verb} the installer initialization {i}")
+    groups = _groups(lines)
+    assert len({groups[0], groups[1], groups[2], groups[3]}) == 4
+    assert _same(groups, range(0, 80, 4)) and _same(groups, range(2, 80, 4))

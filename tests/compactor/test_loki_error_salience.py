@@ -147,12 +147,6 @@ def test_a_fold_takes_the_small_errors_and_keeps_the_large_ones_whole() -> None:
     assert _errors_shown(patterns) == 130, patterns
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (issue 36): since the sixteen-system grouping, the fitter's worth rule prefers BGL's "
-    "variant with 12 error patterns whole to the one showing its fifth info pattern (92x CE sym); no general "
-    "rule found yet that restores it (check_loki_digests stays 61/67)",
-)
 def test_a_long_tail_of_errors_folds_so_the_largest_lesser_patterns_are_shown() -> None:
     """BGL (loghub): 70 error patterns cannot all be shown whole in 300 tokens, so some fold anyway;
     the fold then goes as far as is worth it, and the largest info patterns (721× `generating core`,

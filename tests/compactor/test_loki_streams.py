@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from benchmarks import bench_loki_streams
 from schemas.tokens import count_value_tokens
 from services.compaction import loki
 from services.compaction.log_anatomy import learn_header, split_line
@@ -166,3 +167,18 @@ def test_one_apps_pods_read_one_layout_so_a_template_is_one_pattern_across_them(
     assert len(serialize) == 1
     out = compact_tool_result("query_loki", raw, {"evidence_id": "x"}, budget=500)
     assert _pattern(out.compact["patterns"], "serialize").startswith("25×")
+
+
+@pytest.mark.parametrize("budget", [300, 150])
+def test_every_kept_pattern_of_a_many_stream_answer_shows_a_line_not_a_skeleton(budget: int) -> None:
+    """Issue 36: a kept pattern shows its line (cut at `…` if it must be); an error's line is never
+    traded for a skeleton of constant words, a lesser pattern is left out to pay for it."""
+    kept = 0
+    for seed in range(12):
+        raw, facts = bench_loki_streams.answer(seed)
+        patterns = compact_tool_result("query_loki", raw, {}, budget=budget).compact["patterns"]
+        kept += len(patterns)
+        assert bench_loki_streams.skeletons(patterns) == [], (seed, patterns)
+        for fact in facts if budget >= 300 else ():  # and the facts still stand (bench_loki_streams' budgets)
+            assert all(bench_loki_streams.kept(patterns, fact).values()), (seed, fact, patterns)
+    assert kept >= 60

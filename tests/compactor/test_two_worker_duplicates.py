@@ -38,6 +38,8 @@ from services.runtime.kafka import producer_config
 
 from .test_stream_worker import human
 
+pytestmark = pytest.mark.slow  # two faust workers through a rebalance
+
 
 @pytest.fixture
 def selections(kafka_bootstrap: str) -> Iterator[str]:

@@ -8,14 +8,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from deploy.local import asgi_thread
+from deploy.local import asgi_thread, loopback_http
 from deploy.local.ports import free_port, port_in_use
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +32,7 @@ def test_running_serves_once_started_and_stopping_frees_the_port() -> None:
     app = Starlette(routes=[Route("/", _hello)])
     with asgi_thread.running(asgi_thread.server(app, lifespan="off"), sock, "hello") as serving:
         assert serving.server.started
-        assert httpx.get(url, timeout=5).text == "hello"
+        assert loopback_http.get(url, timeout=5).text == "hello"
         assert port_in_use(port)
     assert not serving.thread.is_alive()
     assert not port_in_use(port)

@@ -28,6 +28,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web import WebClient
 from slack_sdk.web.async_client import AsyncWebClient
 
+from deploy.local import loopback_http
 from deploy.local.pipeline import Proc
 from deploy.local.slack_standin import DEFAULT_CHANNEL, SlackStandin, running
 
@@ -105,7 +106,7 @@ def test_auth_test_sync_client_and_form_token(slack: SlackStandin) -> None:
 
 
 def test_token_inside_a_json_body_is_ignored_as_slack_does(slack: SlackStandin) -> None:
-    reply = httpx.post(f"{slack.base_url}auth.test", json={"token": slack.bot_token})
+    reply = loopback_http.post(f"{slack.base_url}auth.test", json={"token": slack.bot_token})
     assert reply.status_code == 200 and reply.json() == {"ok": False, "error": "not_authed"}
 
 
@@ -463,7 +464,9 @@ def test_control_endpoints(slack: SlackStandin) -> None:
     control = httpx.Client(base_url=f"{slack.url}/_standin", timeout=10)
     assert control.get("/health").json()["base_url"] == slack.base_url
     assert control.post("/ratelimit", json={"method": "auth.test", "count": 1, "retry_after": 2}).json()["ok"]
-    limited = httpx.post(f"{slack.base_url}auth.test", headers={"Authorization": f"Bearer {slack.bot_token}"})
+    limited = loopback_http.post(
+        f"{slack.base_url}auth.test", headers={"Authorization": f"Bearer {slack.bot_token}"}
+    )
     assert limited.status_code == 429 and limited.headers["retry-after"] == "2"
     posted = sync_web(slack).chat_postMessage(
         channel=CHANNEL, text="bot", metadata={"event_type": "e", "event_payload": {}}

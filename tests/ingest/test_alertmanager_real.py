@@ -25,12 +25,11 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from deploy.local import gobin
+from deploy.local import gobin, loopback_http
 from deploy.local.pipeline import Pipeline, Proc, free_port, fresh_schema, fresh_topics, http_ok, wait_until
 from schemas.events import AlertReceived, EventBase, IncidentStateChanged, Wake, parse_event
 from services.runtime.errors import UserFacingError
@@ -145,11 +144,11 @@ class Alertmanager:
     proc: Proc
 
     def post(self, *alerts: dict[str, Any]) -> None:
-        response = httpx.post(f"{self.url}/api/v2/alerts", json=list(alerts), timeout=10)
+        response = loopback_http.post(f"{self.url}/api/v2/alerts", json=list(alerts), timeout=10)
         assert response.status_code == 200, response.text
 
     def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-        text = httpx.get(f"{self.url}/metrics", timeout=10).text
+        text = loopback_http.get(f"{self.url}/metrics", timeout=10).text
         return {
             (s.name, frozenset(s.labels.items())): s.value
             for family in text_string_to_metric_families(text)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import httpx
 import pytest
+
+from deploy.local import loopback_http
 
 from .helpers import (
     CLOSED_PORT_BOOTSTRAP,
@@ -32,10 +33,10 @@ def server() -> Iterator[RunningServer]:
 @pytest.mark.slow
 def test_slack_event_gets_503_and_is_not_marked_seen(server: RunningServer) -> None:
     body = dumps(envelope(mention(slack_ts(), slack_ts(1)), event_id="Ev0DOWN01"))
-    first = httpx.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
+    first = loopback_http.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
     assert first.status_code == 503 and first.json()["error"] == "broker_unavailable"
     # Slack retries a 5xx: the retry must be produced again, not dropped as a duplicate.
-    retry = httpx.post(
+    retry = loopback_http.post(
         f"{server.url}/slack/events", content=body, headers={**signed_headers(body), "X-Slack-Retry-Num": "1"}
     )
     assert retry.status_code == 503
@@ -45,7 +46,7 @@ def test_slack_event_gets_503_and_is_not_marked_seen(server: RunningServer) -> N
 
 @pytest.mark.slow
 def test_alertmanager_gets_503(server: RunningServer) -> None:
-    response = httpx.post(
+    response = loopback_http.post(
         f"{server.url}/alertmanager", json=alert_payload(), headers={"Authorization": f"Bearer {TOKEN}"}
     )
     assert response.status_code == 503  # Alertmanager retries a 5xx
@@ -53,12 +54,12 @@ def test_alertmanager_gets_503(server: RunningServer) -> None:
 
 @pytest.mark.slow
 def test_healthz_reports_the_broker_unreachable(server: RunningServer) -> None:
-    response = httpx.get(f"{server.url}/healthz", timeout=10)
+    response = loopback_http.get(f"{server.url}/healthz", timeout=10)
     assert response.status_code == 503 and response.json()["error"] == "broker_unreachable"
 
 
 def test_metrics_say_unhealthy_while_the_broker_is_unreachable(server: RunningServer) -> None:
     """`incident_memory_healthy` (the gauge every service exports, IncidentMemoryServiceUnhealthy) is
     /healthz's verdict: 0 here, where /healthz answers 503."""
-    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    text = loopback_http.get(f"{server.url}/metrics", timeout=10).text
     assert "\nincident_memory_healthy 0.0\n" in text

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
+from deploy.local import loopback_http
 from deploy.local.pipeline import Pipeline
 
 from .helpers import (
@@ -68,7 +68,8 @@ def test_the_cli_serves_logs_json_and_exits_cleanly_on_sigterm(
         thread, ts = slack_ts(), slack_ts(1)
         body = dumps(envelope(mention(thread, ts)))
         assert (
-            httpx.post(f"{url}/slack/events", content=body, headers=signed_headers(body)).status_code == 200
+            loopback_http.post(f"{url}/slack/events", content=body, headers=signed_headers(body)).status_code
+            == 200
         )
     finally:
         code = proc.stop(30)  # SIGTERM

@@ -6,10 +6,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from deploy.local import loopback_http
 
 from .helpers import (
     CLOSED_PORT_BOOTSTRAP,
@@ -68,7 +69,7 @@ def offline_server() -> Iterator[RunningServer]:
 def test_unauthenticated_garbage_is_a_4xx_and_produces_nothing(
     offline_server: RunningServer, path: str, body: bytes, headers: dict[str, str]
 ) -> None:
-    response = httpx.post(f"{offline_server.url}{path}", content=body, headers=headers)
+    response = loopback_http.post(f"{offline_server.url}{path}", content=body, headers=headers)
     assert 400 <= response.status_code < 500, (response.status_code, response.text)
     assert isinstance(response.json()["error"], str)
     assert offline_server.metric("ingest_produce_attempts_total", topic="incident.events") == 0
@@ -94,7 +95,7 @@ def test_signed_arbitrary_slack_bodies_never_give_a_5xx(
         event[data.draw(st.sampled_from(sorted(event)))] = data.draw(JSON)
         payload = envelope(event)
     body = dumps(payload)
-    response = httpx.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
+    response = loopback_http.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
     assert response.status_code < 500, (response.status_code, response.text, payload)
     if response.status_code >= 400:
         assert isinstance(response.json()["error"], str)
@@ -134,7 +135,7 @@ def test_rejected_signed_input_left_the_topics_empty(
         ):
             body = dumps(payload)
             assert (
-                httpx.post(
+                loopback_http.post(
                     f"{server.url}/slack/events", content=body, headers=signed_headers(body)
                 ).status_code
                 == 400

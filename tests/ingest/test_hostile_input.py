@@ -12,11 +12,11 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deploy.local import loopback_http
 from schemas import topics
 from services.ingest.alerts import parse_time
 from services.ingest.dedupe import MAX_KEY_CHARS, TtlSet
@@ -79,7 +79,7 @@ ALERT_CASES: dict[str, tuple[bytes, int, str]] = {
 @pytest.mark.parametrize("name", sorted(ALERT_CASES))
 def test_hostile_alerts_are_a_4xx_with_their_reason(server: RunningServer, name: str) -> None:
     body, status, error = ALERT_CASES[name]
-    response = httpx.post(f"{server.url}/alertmanager", content=body, headers=AUTH)
+    response = loopback_http.post(f"{server.url}/alertmanager", content=body, headers=AUTH)
     assert response.status_code == status, response.text
     assert response.json()["error"] == error
     assert server.metric("ingest_requests_total", endpoint="alertmanager", status=str(status)) >= 1
@@ -105,7 +105,7 @@ SLACK_CASES: dict[str, tuple[bytes, int, str]] = {
 @pytest.mark.parametrize("name", sorted(SLACK_CASES))
 def test_hostile_signed_slack_bodies_are_a_4xx(server: RunningServer, name: str) -> None:
     body, status, error = SLACK_CASES[name]
-    response = httpx.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
+    response = loopback_http.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
     assert response.status_code == status, response.text
     assert response.json()["error"] == error
 
@@ -118,11 +118,11 @@ def test_an_event_too_large_for_the_topic_is_413_not_503(server: RunningServer) 
     payload["commonLabels"]["alertname"] = big
     body = json.dumps(payload).encode()
     assert len(body) <= topics.MAX_EVENT_BYTES
-    response = httpx.post(f"{server.url}/alertmanager", content=body, headers=AUTH)
+    response = loopback_http.post(f"{server.url}/alertmanager", content=body, headers=AUTH)
     assert response.status_code == 413, response.text
     assert response.json()["error"] == "event_too_large"
     over = json.dumps(_alert(annotations={"d": "y" * topics.MAX_EVENT_BYTES})).encode()
-    response = httpx.post(f"{server.url}/alertmanager", content=over, headers=AUTH)
+    response = loopback_http.post(f"{server.url}/alertmanager", content=over, headers=AUTH)
     assert (response.status_code, response.json()["error"]) == (413, "body_too_large")
 
 
@@ -141,16 +141,18 @@ def test_one_size_end_to_end() -> None:
 @pytest.mark.slow
 def test_metric_labels_stay_a_closed_set(server: RunningServer) -> None:
     """5,000 made-up event types used to grow /metrics by 1.3 MB: one label value per type."""
-    before = len(httpx.get(f"{server.url}/metrics").content)
+    before = len(loopback_http.get(f"{server.url}/metrics").content)
     for i in range(300):
         event = message(slack_ts(), slack_ts(1), "x")
         event["type"] = f"made_up_{i}"
         body = json.dumps(envelope(event)).encode()
         assert (
-            httpx.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body)).status_code
+            loopback_http.post(
+                f"{server.url}/slack/events", content=body, headers=signed_headers(body)
+            ).status_code
             == 200
         )
-    text = httpx.get(f"{server.url}/metrics").text
+    text = loopback_http.get(f"{server.url}/metrics").text
     assert "made_up_" not in text
     assert server.metric("ingest_ignored_total", reason="event_type_not_handled") >= 300
     assert len(text.encode()) - before < 2_000
@@ -237,7 +239,7 @@ def test_fuzz_alerts_with_extreme_values_never_give_a_5xx(server: RunningServer,
     body = _text(payload)
     if target == "deep":
         body = body.replace('"truncatedAlerts": 0', '"truncatedAlerts": ' + data.draw(DEEP), 1)
-    response = httpx.post(f"{server.url}/alertmanager", content=body.encode(), headers=AUTH)
+    response = loopback_http.post(f"{server.url}/alertmanager", content=body.encode(), headers=AUTH)
     # 503 only for what was accepted: it reached the (down) broker. Never a 500.
     assert response.status_code != 500 and response.status_code < 504, (response.status_code, response.text)
     assert isinstance(response.json().get("error", ""), str)
@@ -257,7 +259,7 @@ def test_fuzz_signed_slack_bodies_with_extreme_values_never_give_a_5xx(
             EXTREME_JSON
         )
     body = _text(payload).encode()
-    response = httpx.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
+    response = loopback_http.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
     assert response.status_code != 500 and response.status_code < 504, (response.status_code, response.text)
 
 
@@ -266,6 +268,6 @@ def test_fuzz_signed_slack_bodies_with_extreme_values_never_give_a_5xx(
 @given(body=st.binary(max_size=512))
 def test_fuzz_raw_bytes_never_give_a_5xx(server: RunningServer, body: bytes) -> None:
     for path, headers in (("/alertmanager", AUTH), ("/slack/events", signed_headers(body))):
-        response = httpx.post(f"{server.url}{path}", content=body, headers=headers)
+        response = loopback_http.post(f"{server.url}{path}", content=body, headers=headers)
         assert 400 <= response.status_code < 500, (path, response.status_code, response.text)
         assert re.match(r"^[a-z_]+$", response.json()["error"])

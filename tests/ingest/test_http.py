@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from deploy.local import loopback_http
 from schemas.events import AlertReceived, HumanMessage, IncidentStateChanged, Wake
 
 from .helpers import (
@@ -38,11 +39,13 @@ def server(kafka_bootstrap: str, topic_names: dict[str, str]) -> Iterator[Runnin
 
 def post_slack(server: RunningServer, payload: dict[str, object], **headers: str) -> httpx.Response:
     body = dumps(payload)
-    return httpx.post(f"{server.url}/slack/events", content=body, headers={**signed_headers(body), **headers})
+    return loopback_http.post(
+        f"{server.url}/slack/events", content=body, headers={**signed_headers(body), **headers}
+    )
 
 
 def post_alert(server: RunningServer, payload: dict[str, object], token: str = TOKEN) -> httpx.Response:
-    return httpx.post(
+    return loopback_http.post(
         f"{server.url}/alertmanager", json=payload, headers={"Authorization": f"Bearer {token}"}
     )
 
@@ -179,7 +182,7 @@ def test_unauthentic_slack_requests_are_refused(
     reason: str,
 ) -> None:
     body = dumps(envelope(mention(slack_ts(), slack_ts(1))))
-    response = httpx.post(f"{server.url}/slack/events", content=body, headers=make(body))  # type: ignore[operator]
+    response = loopback_http.post(f"{server.url}/slack/events", content=body, headers=make(body))  # type: ignore[operator]
     assert response.status_code == status and response.json()["error"] == reason
     assert server.metric("ingest_rejections_total", endpoint="slack", reason=reason) == 1
     assert topic_count(kafka_bootstrap, topic_names["events"]) == 0
@@ -208,7 +211,7 @@ def test_bad_slack_bodies_get_a_clear_4xx(
     status: int,
     reason: str,
 ) -> None:
-    response = httpx.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
+    response = loopback_http.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
     assert response.status_code == status and response.json()["error"] == reason
     assert server.metric("ingest_rejections_total", endpoint="slack", reason=reason) == 1
     assert topic_count(kafka_bootstrap, topic_names["events"]) == 0
@@ -218,14 +221,14 @@ def test_body_over_one_mib_is_refused_while_reading(
     server: RunningServer, kafka_bootstrap: str, topic_names: dict[str, str]
 ) -> None:
     big = b'{"type":"event_callback","pad":"' + b"x" * (1024 * 1024) + b'"}'
-    declared = httpx.post(f"{server.url}/slack/events", content=big, headers=signed_headers(big))
+    declared = loopback_http.post(f"{server.url}/slack/events", content=big, headers=signed_headers(big))
     assert declared.status_code == 413 and declared.json()["error"] == "body_too_large"
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: chunked, refused once the limit passes
         for _ in range(32):
             yield b"x" * 65536
 
-    streamed = httpx.post(
+    streamed = loopback_http.post(
         f"{server.url}/alertmanager", content=chunks(), headers={"Authorization": f"Bearer {TOKEN}"}
     )
     assert streamed.status_code == 413 and streamed.json()["error"] == "body_too_large"
@@ -238,11 +241,11 @@ def test_alertmanager_auth_and_bad_bodies(
     server: RunningServer, kafka_bootstrap: str, topic_names: dict[str, str]
 ) -> None:
     assert post_alert(server, alert_payload(), token="wrong").json()["error"] == "bad_token"
-    no_auth = httpx.post(f"{server.url}/alertmanager", json=alert_payload())
+    no_auth = loopback_http.post(f"{server.url}/alertmanager", json=alert_payload())
     assert no_auth.status_code == 401
     bad_version = post_alert(server, {**alert_payload(), "version": "3"})
     assert bad_version.status_code == 400 and bad_version.json()["error"] == "unsupported_version"
-    broken = httpx.post(
+    broken = loopback_http.post(
         f"{server.url}/alertmanager", content=b"{", headers={"Authorization": f"Bearer {TOKEN}"}
     )
     assert broken.status_code == 400 and broken.json()["error"] == "malformed_json"
@@ -252,10 +255,10 @@ def test_alertmanager_auth_and_bad_bodies(
 
 
 def test_healthz_and_metrics(server: RunningServer) -> None:
-    health = httpx.get(f"{server.url}/healthz")
+    health = loopback_http.get(f"{server.url}/healthz")
     assert health.status_code == 200 and health.json() == {"ok": True}
     post_slack(server, {"type": "nope"})
-    text = httpx.get(f"{server.url}/metrics").text
+    text = loopback_http.get(f"{server.url}/metrics").text
     assert 'ingest_requests_total{endpoint="slack",status="400"} 1.0' in text
     assert 'ingest_rejections_total{endpoint="slack",reason="unknown_event_type"} 1.0' in text
     assert "ingest_produce_latency_seconds_bucket" in text

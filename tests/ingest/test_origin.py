@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
+from deploy.local import loopback_http
 from services.ingest.origin import foreign_field
 from services.ingest.rejections import Rejected
 
@@ -75,7 +76,7 @@ def server(kafka_bootstrap: str, topic_names: dict[str, str]) -> Iterator[Runnin
 
 def _post(server: RunningServer, payload: dict[str, Any]) -> httpx.Response:
     body = dumps(payload)
-    return httpx.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
+    return loopback_http.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body))
 
 
 def test_events_of_another_team_or_app_are_answered_200_counted_and_not_produced(

@@ -22,6 +22,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from deploy.local import loopback_http
 from deploy.local.pipeline import Proc
 from deploy.local.ports import free_port
 from deploy.local.slack_standin import DEFAULT_CHANNEL, HUMAN_USER, SlackStandin, running
@@ -65,7 +66,7 @@ class SocketIngest:
         return [json.loads(line) for line in self.logs().splitlines() if line.startswith("{")]
 
     def metric(self, name: str, **labels: str) -> float:
-        text = httpx.get(f"{self.url}/metrics", timeout=10).text
+        text = loopback_http.get(f"{self.url}/metrics", timeout=10).text
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
@@ -122,7 +123,7 @@ def socket_ingest(
 
 def _health(url: str) -> int | None:
     try:
-        return httpx.get(f"{url}/healthz", timeout=5).status_code
+        return loopback_http.get(f"{url}/healthz", timeout=5).status_code
     except httpx.TransportError:
         return None
 
@@ -164,11 +165,11 @@ def test_thread_reply_is_one_human_message_acked_only_after_the_broker(
 
         # Over HTTP the same event id is a duplicate (one dedupe for both ways in) ...
         body = json.dumps(payload).encode()
-        retried = httpx.post(f"{ing.url}/slack/events", content=body, headers=signed_headers(body))
+        retried = loopback_http.post(f"{ing.url}/slack/events", content=body, headers=signed_headers(body))
         assert retried.status_code == 200 and retried.json()["duplicate"] is True
         # ... and under a new event id it maps to the very same bytes.
         fresh = json.dumps({**payload, "event_id": "Ev0HTTP0001"}).encode()
-        answered = httpx.post(f"{ing.url}/slack/events", content=fresh, headers=signed_headers(fresh))
+        answered = loopback_http.post(f"{ing.url}/slack/events", content=fresh, headers=signed_headers(fresh))
         assert answered.status_code == 200 and answered.json()["produced"] == 1
 
         assert ing.metric("ingest_socket_envelopes_total", type="events_api", outcome="produced") == 1
@@ -426,11 +427,14 @@ def test_settled_envelopes_are_acked_counted_and_produce_nothing(
         assert topic_count(kafka_bootstrap, topic_names["events"]) == 0
 
         # HTTP stays for Alertmanager, health and metrics; /slack/events needs a signing secret (none here).
-        assert httpx.get(f"{ing.url}/healthz", timeout=10).json() == {"ok": True}
-        alert = httpx.post(
+        assert loopback_http.get(f"{ing.url}/healthz", timeout=10).json() == {"ok": True}
+        alert = loopback_http.post(
             f"{ing.url}/alertmanager", json=alert_payload(), headers={"Authorization": f"Bearer {TOKEN}"}
         )
         assert alert.status_code == 200, alert.text
-        assert httpx.post(f"{ing.url}/slack/events", json={"type": "url_verification"}).status_code == 404
+        assert (
+            loopback_http.post(f"{ing.url}/slack/events", json={"type": "url_verification"}).status_code
+            == 404
+        )
         assert ing.stop() == 0
     assert topic_count(kafka_bootstrap, topic_names["events"]) == 2  # the alert's AlertReceived + state

@@ -14,6 +14,7 @@ import httpx
 import psycopg
 import pytest
 
+from deploy.local import loopback_http
 from schemas.ids import thread_key
 from services.ingest.directory import LookupNeeded, ThreadDirectory
 
@@ -57,7 +58,9 @@ def silent_database() -> Iterator[str]:
 
 def _reply(server: RunningServer, thread_ts: str, n: int) -> httpx.Response:
     body = dumps(envelope(message(thread_ts, slack_ts(n), f"reply {n}")))
-    return httpx.post(f"{server.url}/slack/events", content=body, headers=signed_headers(body), timeout=30)
+    return loopback_http.post(
+        f"{server.url}/slack/events", content=body, headers=signed_headers(body), timeout=30
+    )
 
 
 @pytest.mark.serial  # bounds a remembered thread's answer in wall-clock time: alone, not under -n
@@ -78,7 +81,7 @@ def test_a_lookup_that_hangs_does_not_hold_up_other_requests(
             started = time.monotonic()
             other = _reply(server, remembered, 3)  # a thread this process remembers
             other_s = time.monotonic() - started
-            health = httpx.get(f"{server.url}/healthz", timeout=30)
+            health = loopback_http.get(f"{server.url}/healthz", timeout=30)
             assert other.status_code == 200 and health.status_code == 200
             assert other_s < 0.5, f"a remembered thread waited {other_s:.2f} s behind another's lookup"
             assert not hanging.done(), "the lookup should still be waiting on the silent database"

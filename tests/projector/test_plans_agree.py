@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from property_depth import examples  # tests/ is on sys.path (pytest's rootdir conftest)
 
 from deploy.local.testdata import T0, interleave, synthetic_human, synthetic_round, synthetic_thread
 from schemas.events import EventBase, IncidentStateChanged, ReRendered
@@ -27,6 +28,8 @@ from services.projector.mapping import map_event
 from services.projector.plan import Plan
 
 from .helpers import messages, table
+
+pytestmark = pytest.mark.slow  # a property over the real database
 
 T = "1710406800.000100"
 U = "1710406900.000200"
@@ -139,7 +142,7 @@ def direct_copy_for_small_batches() -> Iterator[None]:
 
 
 @settings(
-    max_examples=100,
+    max_examples=examples(deep_run=100, make_test=40),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

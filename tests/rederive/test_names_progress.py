@@ -62,7 +62,18 @@ def test_bad_input_is_one_line(argv: list[str], words: str) -> None:
 
 def test_the_default_selection_changelog_is_the_live_compactors() -> None:
     """Shared with the live compactor, so that a re-derivation finds the recorded choices."""
-    from services.compactor.stream_config import DEFAULT_SELECTIONS_TOPIC
-    from services.rederive.main import DEFAULT_SELECTIONS_TOPIC as OURS
+    import argparse
 
-    assert OURS == DEFAULT_SELECTIONS_TOPIC
+    from schemas import topics
+    from services.compactor import app as compactor_cli
+    from services.compactor.stream_config import StreamConfig
+    from services.rederive import main as rederive_cli
+    from services.runtime.kafka_client import KafkaClient
+
+    defaults = []
+    for cli in (compactor_cli, rederive_cli):
+        parser = argparse.ArgumentParser()
+        cli.add_arguments(parser)
+        defaults.append(parser.get_default("selections_topic"))
+    assert defaults == [topics.SELECTIONS, topics.SELECTIONS]
+    assert StreamConfig(kafka=KafkaClient.plaintext("unused:9092")).selections_topic == topics.SELECTIONS

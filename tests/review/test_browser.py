@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from deploy.local import browser as local_browser
+from deploy.local import loopback_http
 from deploy.local.review_threads import SENTINEL, hostile_thread
 from services.runtime.errors import UserFacingError
 
@@ -141,7 +141,7 @@ def test_hostile_content_is_shown_and_never_run(
             )
             if path.endswith(":0"):
                 _shot(chrome, "review-hostile.png")
-        csp = httpx.get(served.url + f"/threads/{ts}").headers["content-security-policy"]
+        csp = loopback_http.get(served.url + f"/threads/{ts}").headers["content-security-policy"]
     assert "script-src 'self'" in csp and "'unsafe-inline'" not in csp and "object-src 'none'" in csp
 
 

@@ -9,6 +9,7 @@ import markupsafe
 import psycopg
 import pytest
 
+from deploy.local import loopback_http
 from deploy.local.pipeline import fresh_schema
 from deploy.local.review_threads import (
     PAYLOADS,
@@ -142,10 +143,10 @@ def test_the_raw_view_shows_the_redactors_markers_unless_the_operator_turns_them
     )
     row = f"/threads/{ts}/rows/{ts}:1:tools:0"
     with serve_schema(pg_schema) as served:
-        shown = httpx.get(served.url + row).text
+        shown = loopback_http.get(served.url + row).text
     assert "hunter2" not in shown and "password=[REDACTED:password]" in shown
     with serve_schema(pg_schema, redact=False) as served:
-        assert "password=hunter2" in httpx.get(served.url + row).text
+        assert "password=hunter2" in loopback_http.get(served.url + row).text
 
 
 def test_a_rederivations_diff_shows_lost_facts_and_both_compacts(
@@ -165,7 +166,7 @@ def test_a_rederivations_diff_shows_lost_facts_and_both_compacts(
             assert http.get("/diff/no_such_schema").status_code == 404
             assert http.get("/diff/Robert'); DROP").status_code == 404
         with serve_schema(pg_schema, frozenset({"C0DIFF"})) as served:
-            assert httpx.get(f"{served.url}/diff/{after}").status_code == 404
+            assert loopback_http.get(f"{served.url}/diff/{after}").status_code == 404
     assert got["changed"] == 1 and got["total"]["lost_fact_count"] >= 1
     (pair,) = got["pairs"]
     assert "198×" in pair["before"] and "198×" not in pair["after"]
