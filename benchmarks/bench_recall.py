@@ -153,7 +153,7 @@ def speed(conn: psycopg.Connection, history: History) -> dict[str, float]:
         SELECT p.thread_ts || '.' || g, alertname, service, namespace, cluster, severity, channel, private,
                opened_at - g * interval '400 days', resolved_at - g * interval '400 days', patterns, signatures,
                error_patterns, reasons, reason_keys, shapes, claims, decisions, discussion, discussion_tsv,
-               profile_sha256, nodes, dependencies
+               profile_sha256, nodes, dependencies, pod_hosts
         FROM incident_profiles p, generate_series(1, %s) g
         """,
         (copies - 1,),

@@ -24,9 +24,6 @@ from typing import Any, Final
 
 MAX_LOCI: Final = 16  # per kind and incident: the most reported first
 NODE_PREFIX: Final = "node:"
-# The profile's `nodes` column (migration 012) holds the troubled nodes as they are and the nodes the pods ran on
-# under this prefix (a node's name, a DNS name, never holds a colon): one column, no new migration.
-HOST_PREFIX: Final = "pods-on:"
 DEPENDENCY_PREFIX: Final = "dep:"
 
 _CONNECTION: Final = re.compile(
@@ -106,18 +103,6 @@ def pod_event_hosts(raw: Any) -> dict[str, int]:
         and isinstance(i.get("source"), dict) and isinstance(i["source"].get("host"), str)
     ]  # fmt: skip
     return _count(found)
-
-
-def stored_nodes(nodes: Iterable[str], hosts: Iterable[str]) -> list[str]:
-    """The `nodes` column's value: the troubled nodes, then the pods' nodes under HOST_PREFIX."""
-    return [*nodes, *(HOST_PREFIX + h for h in hosts)]
-
-
-def split_stored_nodes(values: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
-    """(troubled nodes, nodes the pods ran on) from the `nodes` column's value."""
-    items = list(values)
-    hosts = frozenset(v[len(HOST_PREFIX) :] for v in items if v.startswith(HOST_PREFIX))
-    return frozenset(v for v in items if not v.startswith(HOST_PREFIX)), hosts
 
 
 def alert_nodes(alertname: str, labels: Mapping[str, Any]) -> list[str]:

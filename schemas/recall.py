@@ -20,7 +20,6 @@ from typing import Any, Final
 
 import psycopg
 
-from schemas.incident_locus import split_stored_nodes
 from schemas.recall_budget import key_limits
 from schemas.recall_keys import label_key, reason_key
 from schemas.recall_scoring import (
@@ -90,7 +89,7 @@ def may_see(
 _IDENTITY_COLUMNS = """thread_ts, alertname, service, namespace, cluster, severity, channel, private,
     extract(epoch FROM opened_at)::float8, extract(epoch FROM resolved_at)::float8"""
 _COLUMNS = f"""{_IDENTITY_COLUMNS}, patterns, error_patterns,
-    reasons, shapes, tsvector_to_array(discussion_tsv), decisions, claims, nodes, dependencies"""
+    reasons, shapes, tsvector_to_array(discussion_tsv), decisions, claims, nodes, dependencies, pod_hosts"""
 
 _ONE = f"SELECT {_COLUMNS} FROM incident_profiles WHERE thread_ts = %s"
 # The profile and the counts of its keys (`_rarity`'s keys) in one round trip.
@@ -106,7 +105,7 @@ FROM incident_profiles WHERE thread_ts = %s
 _SHORT_COLUMNS = f"""{_IDENTITY_COLUMNS}, signatures, error_patterns,
     reason_keys, shapes,
     length(discussion_tsv) - length(ts_delete(discussion_tsv, %(lexemes)s::text[])),
-    length(discussion_tsv), nodes, dependencies"""
+    length(discussion_tsv), nodes, dependencies, pod_hosts"""
 
 # For an incident open around the query's opening (by time), the counts of its own error patterns and reasons:
 # whether it shares the query's cause weighs both sides' keys (`_open_counted`), read here, not in a round trip
@@ -180,8 +179,7 @@ def _identity(row: Sequence[Any]) -> dict[str, Any]:
 
 
 def candidate_of(row: Sequence[Any]) -> Candidate:
-    patterns, errors, reasons, shapes, lexemes, decisions, claims, stored, dependencies = row[10:]
-    nodes, hosts = split_stored_nodes(stored or ())
+    patterns, errors, reasons, shapes, lexemes, decisions, claims, nodes, dependencies, hosts = row[10:]
     return Candidate(
         **_identity(row),
         patterns=dict(patterns or {}),
@@ -191,16 +189,15 @@ def candidate_of(row: Sequence[Any]) -> Candidate:
         lexemes=frozenset(lexemes or ()),
         decisions=tuple(decisions or ()),
         claims=tuple(claims or ()),
-        nodes=nodes,
+        nodes=frozenset(nodes or ()),
         dependencies=frozenset(dependencies or ()),
-        hosts=hosts,
+        hosts=frozenset(hosts or ()),
     )
 
 
 def short_candidate_of(row: Sequence[Any]) -> Candidate:
     """A candidate as scoring reads it (`_SHORT_COLUMNS`): signatures and reasons without their counts."""
-    signatures, errors, reasons, shapes, shared_words, words, stored, dependencies = row[10:18]
-    nodes, hosts = split_stored_nodes(stored or ())
+    signatures, errors, reasons, shapes, shared_words, words, nodes, dependencies, hosts = row[10:19]
     return Candidate(
         **_identity(row),
         patterns=dict.fromkeys(signatures or (), 0),
@@ -209,9 +206,9 @@ def short_candidate_of(row: Sequence[Any]) -> Candidate:
         shapes=frozenset(shapes or ()),
         lexemes=frozenset(),
         text_overlap=(int(shared_words), int(words)),
-        nodes=nodes,
+        nodes=frozenset(nodes or ()),
         dependencies=frozenset(dependencies or ()),
-        hosts=hosts,
+        hosts=frozenset(hosts or ()),
     )
 
 

@@ -16,7 +16,6 @@ from typing import Any
 import psycopg
 
 from schemas.canonical import canonical_json
-from schemas.incident_locus import stored_nodes
 from schemas.incident_profile import Fact, Profile, build_profile
 from schemas.recall_keys import Posting, posting, posting_changes
 from services.projector.mapping import CommitRound, Op
@@ -53,11 +52,11 @@ ORDER BY f.thread_ts, f.source_id
 UPSERT_PROFILE = """
 INSERT INTO incident_profiles (thread_ts, alertname, service, namespace, cluster, severity, channel, private,
     opened_at, resolved_at, patterns, signatures, error_patterns, reasons, reason_keys, shapes, claims,
-    decisions, discussion, discussion_tsv, nodes, dependencies, profile_sha256)
+    decisions, discussion, discussion_tsv, nodes, dependencies, pod_hosts, profile_sha256)
 VALUES (%(thread_ts)s, %(alertname)s, %(service)s, %(namespace)s, %(cluster)s, %(severity)s, %(channel)s,
     %(private)s, %(opened_at)s, %(resolved_at)s, %(patterns)s::jsonb, %(signatures)s, %(error_patterns)s,
     %(reasons)s::jsonb, %(reason_keys)s, %(shapes)s, %(claims)s, %(decisions)s, %(discussion)s,
-    to_tsvector('english', %(discussion)s), %(nodes)s, %(dependencies)s, %(sha)s)
+    to_tsvector('english', %(discussion)s), %(nodes)s, %(dependencies)s, %(pod_hosts)s, %(sha)s)
 ON CONFLICT (thread_ts) DO UPDATE SET
     alertname = EXCLUDED.alertname, service = EXCLUDED.service, namespace = EXCLUDED.namespace,
     cluster = EXCLUDED.cluster, severity = EXCLUDED.severity, channel = EXCLUDED.channel,
@@ -66,7 +65,7 @@ ON CONFLICT (thread_ts) DO UPDATE SET
     reasons = EXCLUDED.reasons, reason_keys = EXCLUDED.reason_keys, shapes = EXCLUDED.shapes,
     claims = EXCLUDED.claims, decisions = EXCLUDED.decisions, discussion = EXCLUDED.discussion,
     discussion_tsv = EXCLUDED.discussion_tsv, nodes = EXCLUDED.nodes, dependencies = EXCLUDED.dependencies,
-    profile_sha256 = EXCLUDED.profile_sha256
+    pod_hosts = EXCLUDED.pod_hosts, profile_sha256 = EXCLUDED.profile_sha256
 WHERE incident_profiles.profile_sha256 <> EXCLUDED.profile_sha256
 """
 
@@ -79,11 +78,11 @@ UPSERT_PROFILES = (
     p.opened_at, p.resolved_at, p.patterns, {_TEXT_ARRAY.format("signatures")}, {_TEXT_ARRAY.format("error_patterns")},
     p.reasons, {_TEXT_ARRAY.format("reason_keys")}, {_TEXT_ARRAY.format("shapes")}, {_TEXT_ARRAY.format("claims")},
     {_TEXT_ARRAY.format("decisions")}, p.discussion, to_tsvector('english', p.discussion),
-    {_TEXT_ARRAY.format("nodes")}, {_TEXT_ARRAY.format("dependencies")}, p.sha
+    {_TEXT_ARRAY.format("nodes")}, {_TEXT_ARRAY.format("dependencies")}, {_TEXT_ARRAY.format("pod_hosts")}, p.sha
 FROM jsonb_to_recordset(%s::jsonb) AS p(thread_ts text, alertname text, service text, namespace text,
     cluster text, severity text, channel text, private boolean, opened_at timestamptz, resolved_at timestamptz,
     patterns jsonb, signatures jsonb, error_patterns jsonb, reasons jsonb, reason_keys jsonb, shapes jsonb,
-    claims jsonb, decisions jsonb, discussion text, nodes jsonb, dependencies jsonb, sha text)
+    claims jsonb, decisions jsonb, discussion text, nodes jsonb, dependencies jsonb, pod_hosts jsonb, sha text)
 ORDER BY p.thread_ts
 ON CONFLICT"""
     + UPSERT_PROFILE.split("ON CONFLICT", 1)[1]
@@ -231,8 +230,9 @@ def profile_params(profile: Profile) -> dict[str, Any]:
         "claims": list(profile.claims),
         "decisions": list(profile.decisions),
         "discussion": profile.discussion,
-        "nodes": stored_nodes(profile.nodes, profile.hosts),
+        "nodes": list(profile.nodes),
         "dependencies": list(profile.dependencies),
+        "pod_hosts": list(profile.hosts),
     }
     params["sha"] = hashlib.sha256(canonical_json(params).encode()).hexdigest()  # every column, canonically
     return params

@@ -11,7 +11,6 @@ import pytest
 
 from schemas.events import AlertReceived, CompactedToolResult, EventBase, RoundCommitted
 from schemas.ids import message_id, thread_key
-from schemas.incident_locus import HOST_PREFIX
 from schemas.recall import recall
 
 from .helpers import apply_events
@@ -75,8 +74,10 @@ def test_pods_on_the_node_another_incident_reports_in_trouble_flag_it_as_concurr
     pg_conn: psycopg.Connection, pg_schema: str
 ) -> None:
     query = _project(pg_conn, pg_schema, NODE)
-    stored = pg_conn.execute("SELECT nodes FROM incident_profiles WHERE thread_ts = %s", (query,)).fetchone()
-    assert stored == ([HOST_PREFIX + NODE],)  # where its pods ran, apart from trouble
+    stored = pg_conn.execute(
+        "SELECT nodes, pod_hosts FROM incident_profiles WHERE thread_ts = %s", (query,)
+    ).fetchone()
+    assert stored == ([], [NODE])  # where its pods ran (migration 013), apart from trouble
     hits = recall(pg_conn, query, k=3)
     assert [h.kind for h in hits] == ["concurrent"]
     assert f"pods on the node in trouble: {NODE}" in hits[0].reasons[:2]

@@ -5,13 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from schemas.incident_locus import (
-    HOST_PREFIX,
     alert_nodes,
     line_dependencies,
     pod_event_hosts,
     pod_event_nodes,
-    split_stored_nodes,
-    stored_nodes,
     trace_dependencies,
 )
 from schemas.incident_profile import (
@@ -72,13 +69,6 @@ def test_the_pods_hosts_are_the_nodes_of_their_warning_events_never_a_node_objec
     facts = pod_event_facts(events)
     assert facts["hosts"] == {NODE: 2} and facts["nodes"] == {other: 1}
     assert pod_event_hosts({"items": "not a list"}) == {} and pod_event_hosts(None) == {}
-
-
-def test_the_nodes_column_keeps_troubled_nodes_and_the_pods_nodes_apart() -> None:
-    stored = stored_nodes(("ip-a",), ("ip-b", "ip-a"))
-    assert stored == ["ip-a", f"{HOST_PREFIX}ip-b", f"{HOST_PREFIX}ip-a"]
-    assert split_stored_nodes(stored) == (frozenset({"ip-a"}), frozenset({"ip-a", "ip-b"}))
-    assert split_stored_nodes(["ip-a"]) == (frozenset({"ip-a"}), frozenset())  # a profile written before
 
 
 def test_a_node_alert_names_its_node_another_alert_does_not() -> None:
