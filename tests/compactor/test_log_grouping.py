@@ -170,7 +170,9 @@ def test_names_that_recur_after_the_same_word_in_two_statements_are_one_variable
     lines = []
     for i in range(60):
         user = users[i % 3]
-        lines.append(f"2026-03-14 03:12:{i % 60:02d} host app[{100 + i}]: login accepted for user {user} port {i}")
+        lines.append(
+            f"2026-03-14 03:12:{i % 60:02d} host app[{100 + i}]: login accepted for user {user} port {i}"
+        )
         lines.append(f"2026-03-14 03:13:{i % 60:02d} host app[{200 + i}]: logout for user {user}")
     groups = _groups(lines)
     assert _same(groups, range(0, 120, 2)) and _same(groups, range(1, 120, 2))
