@@ -81,9 +81,12 @@ class Rarity:
         return self.table.get(key, self.rarest)
 
     def information(self, key: str) -> float:
-        """How telling it is that two incidents share `key`: log(N / df), zero for a key every incident has.
-        Unlike the IDF (which ranks), it does not let a key most incidents show add up to a shared cause."""
-        return math.log(self.total / min(self.total, max(1, self.df.get(key, 1))))
+        """How telling it is that two incidents share `key`: log((N + 1) / df), near zero for a key every
+        incident of a large history has. Unlike the IDF (which ranks), it does not let a key most incidents
+        show add up to a shared cause. Smoothed by one: in a young history where every incident shows a key
+        (the first two incidents of a deployment, both open now), sharing it is weak evidence, not none, and
+        the shares of equally weak keys still compare."""
+        return math.log((self.total + 1) / min(self.total, max(1, self.df.get(key, 1))))
 
 
 def signature_weight(key: str, rarity: Rarity, errors: frozenset[str]) -> float:

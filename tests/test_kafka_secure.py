@@ -50,13 +50,15 @@ def _env(node: kafka_secure.SecureKafka, user: str, **extra: str) -> dict[str, s
     return {**base, **node.env(user), **extra}
 
 
-def _one_line_failure(argv: list[str], env: dict[str, str], within: float = 20.0) -> str:
-    """Run a service that must refuse to start: it ends within `within` s, its stderr one line."""
-    t0 = time.monotonic()
+def _one_line_failure(argv: list[str], env: dict[str, str]) -> str:
+    """Run a service that must refuse to start: it ends (a hang fails by the timeout), its stderr one line.
+
+    That it ends at once, not at the start-up check's deadline, is shown by the line itself: a refusal is
+    read from librdkafka's error callback and named (`services/runtime/checks.py`), while the deadline says
+    "did not answer a metadata request". No wall-clock bound here: in the parallel pass it would measure
+    the machine's load (wall-clock bounds run in the serial pass, tests/conftest.py)."""
     done = subprocess.run([CLI, *argv], env=env, capture_output=True, text=True, timeout=60)
-    took = time.monotonic() - t0
     assert done.returncode != 0, done.stdout[-1500:] + done.stderr[-1500:]
-    assert took < within, f"took {took:.1f}s"
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr[-3000:]
     return lines[0]

@@ -63,6 +63,18 @@ def test_concurrent_needs_the_window_and_a_shared_cause() -> None:
     assert [(h.thread_ts, h.kind) for h in hits] == [("pay", "concurrent"), ("old", "historical")]
 
 
+def test_the_first_two_incidents_of_a_deployment_open_together_on_one_error_are_concurrent() -> None:
+    """A young history where every incident shows the key: sharing it is weak evidence, not none (a weight of
+    log(N/df) is zero there, and the first outage a deployment sees would never be flagged)."""
+    now = 100 * HOUR
+    query = profile("q", patterns={OOM: 3}, errors=(OOM,), opened=now)
+    pay = profile(
+        "pay", service="payments", patterns={OOM: 5}, errors=(OOM,), opened=now - 1200, resolved=None
+    )
+    hits = rank(query, [pay], Rarity(2, {OOM: 2}))
+    assert [(h.thread_ts, h.kind) for h in hits] == [("pay", "concurrent")]
+
+
 def test_concurrent_without_comparable_logs_needs_the_reasons_on_the_same_alert_or_service() -> None:
     """One side has no logs: pod reasons most of the fleet shows (a pair of them shared by chance) flag only
     on the same alert or service, and only when most of each side's reasons are the other's."""
