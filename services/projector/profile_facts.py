@@ -93,8 +93,9 @@ def _visibility(event: HumanMessage, channel_type: str) -> ProfileFact:
 
 def _redacted_facts(facts: dict[str, Any]) -> dict[str, Any]:
     """A tool's facts with every credential a log line held replaced by its typed marker (keys too: log
-    skeletons and the hosts of failing dependencies)."""
-    for field in ("patterns", "dependencies"):
+    skeletons, the hosts of failing dependencies, the nodes in trouble and those the pods ran on: each
+    reaches other threads' recall)."""
+    for field in ("patterns", "dependencies", "nodes", "hosts"):
         counts = facts.get(field)
         if isinstance(counts, dict):
             merged: dict[str, int] = {}

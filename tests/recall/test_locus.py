@@ -171,3 +171,10 @@ def test_the_projector_reads_loci_of_tempo_and_loki_results_and_redacts_a_host_t
         result("query_loki", {"data": {"result": [{"stream": {}, "values": [["1", line]]}]}}, 1)
     )
     assert token not in fact.facts and "REDACTED" in fact.facts
+    events = {"items": [_event("BackOff", "Pod", "api-1", host=token), _event("NodeNotReady", "Node", token)]}
+    (fact,) = profile_facts(result("get_pod_events", events, 2))  # a node's name reaches recall too
+    assert (
+        token not in fact.facts
+        and '"hosts":{"[REDACTED' in fact.facts
+        and '"nodes":{"[REDACTED' in fact.facts
+    )
