@@ -52,7 +52,8 @@ from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 # A redactor version: part of the compactor version (services/compaction/config.py), so a replay with
 # a changed rule re-derives, never reuses, what the model saw.
-REDACTOR_VERSION = "2"  # 2: a brace after a space no longer spares the value before it
+REDACTOR_VERSION = "3"  # 2: a brace after a space no longer spares the value before it; 3: the value of a
+# key that names no secret is scanned again for a pair that does (`A: DB_PASSWORD=...`)
 
 MARKER_PREFIX = "[REDACTED:"
 MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
@@ -281,8 +282,8 @@ def _keyword_values(text: str) -> str:
 
     def one(m: re.Match[str]) -> str:
         key, value = m["key"], m["val"]
-        if not _has_stem(key):  # most keys of a log line name no secret
-            return m.group()
+        if not _has_stem(key):  # most keys of a log line name no secret; its value may hold a pair that
+            return m["lead"] + _KEY_VALUE.sub(one, value)  # does (`A: DB_PASSWORD=...`): scanned again
         kind = secret_kind(key)
         quoted = value[:1] in ("'", '"') and len(value) >= 2
         inner = value[1:-1] if quoted else value

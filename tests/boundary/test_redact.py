@@ -305,3 +305,10 @@ def test_every_token_shape_is_gated_by_its_own_literals() -> None:
         for line in lines:
             assert any(literal in line for literal in shape.literals), (shape.kind, line)
             assert f"[REDACTED:{shape.kind}]" in redact_text(line), line
+
+
+def test_a_secret_pair_inside_another_keys_value_is_redacted() -> None:
+    """`A: DB_PASSWORD=...` reads first as key `A` with the value `DB_PASSWORD=...`: that value is scanned
+    again (hypothesis found the pair left whole)."""
+    assert redact_text("A: DB_PASSWORD=Tr0ub4dor&3") == "A: DB_PASSWORD=[REDACTED:password]&3"
+    assert redact_text("host: db-1 user=bob") == "host: db-1 user=bob"
