@@ -34,7 +34,7 @@ from services.context_render import prompts
 from services.context_render.context import LoadedContext, load_context, message_tokens, to_messages
 from services.context_render.discussion import plan_discussion
 from services.context_render.preamble import Trigger, render_preamble
-from services.projector.mapping import InsertRow, map_event
+from services.projector.mapping import Row, map_event
 from services.runtime.kafka_client import KafkaClient
 from services.telemetry_mcp.thread_search import ThreadSearch
 
@@ -65,10 +65,10 @@ def _project(conn: psycopg.Connection, room: WarRoom) -> int:
     (redaction, pastes: services/compactor/turns.py), then the projector's own mapping. Returns how many
     human rows got a compact."""
     rows = [
-        op.row
+        op
         for event in room.events
         for op in map_event(with_turn_compact(event) or event)
-        if isinstance(op, InsertRow)
+        if isinstance(op, Row) and not op.staged
     ]
     with conn.cursor() as cur:
         cur.executemany(

@@ -46,7 +46,12 @@ class MappingError(ValueError):
 
 @dataclass(slots=True)
 class Row:
-    """One agent_messages (or round_staging) row. JSON columns are already serialised.
+    """One agent_messages (or round_staging) row, and the operation that writes it. JSON columns are
+    already serialised.
+
+    Its round alone says where it goes (`staged`): a row outside any round is visible at once; a
+    round's row waits in round_staging until the round's marker (invariant 3). A separate wrapper type
+    per destination would let a row of no round be staged, where no marker ever publishes it.
 
     Treated as a value (never changed after it is made, but for its `copy_text` slot) yet not `frozen`:
     one is made per event on the decoding path, where a frozen dataclass's __init__ costs more
@@ -71,19 +76,10 @@ class Row:
     # a lock on every first read in Python 3.11.
     copy_text: str | None = field(default=None, init=False, repr=False, compare=False)
 
-
-@dataclass(frozen=True)
-class InsertRow:
-    """A row outside any round: visible at once."""
-
-    row: Row
-
-
-@dataclass(frozen=True)
-class StageRow:
-    """A row of a round: waits in round_staging until the round's marker (invariant 3)."""
-
-    row: Row
+    @property
+    def staged(self) -> bool:
+        """Whether the row waits in round_staging for its round's marker, rather than being visible at once."""
+        return self.round is not None
 
 
 @dataclass(frozen=True)
@@ -151,7 +147,7 @@ class RecordPost:
     recorded_at: datetime
 
 
-Op = InsertRow | StageRow | CacheDigest | UpsertState | CommitRound | ReRender | RecordPost | ProfileFact
+Op = Row | CacheDigest | UpsertState | CommitRound | ReRender | RecordPost | ProfileFact
 
 ALERT_STATUS = {"firing": "open", "resolved": "resolved"}
 
@@ -226,10 +222,6 @@ def _fast_json(value: Any) -> str:
     return to_json(value, inf_nan_mode="constants").decode()
 
 
-def _place(row: Row) -> Op:
-    return InsertRow(row) if row.round is None else StageRow(row)
-
-
 def _check_id_round(event: EventBase) -> None:
     """A row's id carries its round (`thread_ts:round:node:i`); a mismatch would hide or leak the row."""
     parts = event.message_id.split(":", 3)
@@ -263,7 +255,7 @@ def map_event(event: EventBase) -> list[Op]:
 def _map_alert(event: AlertReceived) -> list[Op]:
     _check_id_round(event)
     return [
-        _place(_row(event, "alert", event.row_content(), compact=event.compact)),
+        _row(event, "alert", event.row_content(), compact=event.compact),
         _state(event, ALERT_STATUS[event.status], event.event_time, keep_opened_at=True),
     ]
 
@@ -294,7 +286,7 @@ def _map_human(event: HumanMessage) -> list[Op]:
     # Every human turn is recorded with round NULL (invariant 11): it is a fact of the thread,
     # not part of a bot round, so no marker will ever publish it.
     # `compact`: the model's view, written by the compactor when it differs from the raw (a secret).
-    return [InsertRow(_row(event, "human", event.row_content(), compact=event.compact, outside_round=True))]
+    return [_row(event, "human", event.row_content(), compact=event.compact, outside_round=True)]
 
 
 def _edit(event: HumanMessage, original_ts: str) -> ReRender:
@@ -340,16 +332,14 @@ def _map_ai(event: AiMessage) -> list[Op]:
     )
     _drop_unset(content, "failure", "raw_answer", "sent")
     compact = model_view(content) if has_bookkeeping(content) else None  # schemas/row_view.py
-    return [
-        _place(_row(event, "ai", content, compact=compact, call_ids=tuple(c.id for c in event.tool_calls)))
-    ]
+    return [_row(event, "ai", content, compact=compact, call_ids=tuple(c.id for c in event.tool_calls))]
 
 
 def _map_tool(event: CompactedToolResult) -> list[Op]:
     _check_id_round(event)
     row = _tool_row(event)
     return [
-        _place(row),
+        row,
         CacheDigest(
             thread_ts=event.thread_ts,
             tool=event.tool,
@@ -373,18 +363,18 @@ def _map_judge(event: JudgeVerdict) -> list[Op]:
     )  # fmt: skip
     _drop_unset(content, "failure", "raw_answer", "sent")
     compact = model_view(content) if has_bookkeeping(content) else None  # schemas/row_view.py
-    return [_place(_row(event, "judge", content, compact=compact))]
+    return [_row(event, "judge", content, compact=compact)]
 
 
 def _map_post(event: ThreadPost) -> list[Op]:
     _check_id_round(event)
     content = event.model_dump(mode="json", include={"kind", "text", "model"})
     if event.answers is None:
-        return [_place(_row(event, "post", content))]
+        return [_row(event, "post", content)]
     # The mentions it answers are bookkeeping (services/agent/coalesce.py reads them beside the row),
     # not words for the model: the model's view is the post without them, as before.
     answers = [a.model_dump(mode="json") for a in event.answers]
-    return [_place(_row(event, "post", {**content, "answers": answers}, compact=content))]
+    return [_row(event, "post", {**content, "answers": answers}, compact=content)]
 
 
 def _map_recall(event: RecallRecorded) -> list[Op]:
@@ -396,9 +386,9 @@ def _map_recall(event: RecallRecorded) -> list[Op]:
         raise MappingError(f"a recall is recorded as thread_ts:-:recall:i, not {event.message_id!r}")
     hits = [h.model_dump(mode="json", exclude_none=True) for h in event.hits]
     if event.made_for is None:
-        return [InsertRow(_row(event, "alert", {"recall": hits}, outside_round=True))]
+        return [_row(event, "alert", {"recall": hits}, outside_round=True)]
     content = {"recall": hits, "made_for": event.made_for.model_dump(mode="json")}
-    return [InsertRow(_row(event, "alert", content, compact=model_view(content), outside_round=True))]
+    return [_row(event, "alert", content, compact=model_view(content), outside_round=True)]
 
 
 def _map_marker(event: RoundCommitted) -> list[Op]:

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import psycopg
 
-from services.projector.mapping import CommitRound, InsertRow, Op, StageRow
+from services.projector.mapping import CommitRound, Op
 
 Items = Sequence[tuple[int, Sequence[Op]]]  # (item index, its operations), in arrival order
 
@@ -66,10 +66,6 @@ def listed_ids(items: Items) -> list[str]:
     return sorted(
         {m for _index, ops in items for op in ops if isinstance(op, CommitRound) for m in op.message_ids}
     )
-
-
-def thread_of(op: Op) -> str:
-    return op.row.thread_ts if isinstance(op, InsertRow | StageRow) else op.thread_ts
 
 
 @dataclass

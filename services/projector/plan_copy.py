@@ -28,11 +28,9 @@ from services.projector import sql
 from services.projector.mapping import (
     CacheDigest,
     CommitRound,
-    InsertRow,
     RecordPost,
     ReRender,
     Row,
-    StageRow,
     UpsertState,
 )
 from services.projector.plan import BatchResult, Items, Rejection, Target, listed_ids
@@ -99,7 +97,7 @@ class CopyPlan:
             for op in ops:
                 if isinstance(op, ReRender):
                     return False
-                if isinstance(op, StageRow) and op.row.id in listed_by_marker:
+                if isinstance(op, Row) and op.staged and op.id in listed_by_marker:
                     return False
                 if isinstance(op, UpsertState) and op.thread_ts in committed_threads:
                     return False
@@ -135,11 +133,11 @@ def _collect(items: Items, target: Target) -> _Batch:
     for index, ops in items:
         for op in ops:
             pos += 1
-            if isinstance(op, InsertRow | StageRow):
-                if isinstance(op, InsertRow):
+            if isinstance(op, Row):
+                if not op.staged:
                     b.visible_pos[len(b.rows)] = pos
-                b.rows.append(op.row)
-                b.touched.add(op.row.thread_ts)
+                b.rows.append(op)
+                b.touched.add(op.thread_ts)
             elif isinstance(op, CacheDigest):
                 b.digests.append(op)
                 if b.rows and _is_digest_of(op, b.rows[-1]):

@@ -17,15 +17,13 @@ from services.projector import row_format, sql
 from services.projector.mapping import (
     CacheDigest,
     CommitRound,
-    InsertRow,
     Op,
     RecordPost,
     ReRender,
     Row,
-    StageRow,
     UpsertState,
 )
-from services.projector.plan import BatchResult, Items, Rejection, Target, listed_ids, thread_of
+from services.projector.plan import BatchResult, Items, Rejection, Target, listed_ids
 from services.projector.rounds import RoundLedger
 
 
@@ -40,10 +38,8 @@ class _Pending:
         self.posts: list[RecordPost] = []
 
     def add(self, op: Op) -> bool:
-        if isinstance(op, InsertRow):
-            self.visible.append(op.row)
-        elif isinstance(op, StageRow):
-            self.staged.append(op.row)
+        if isinstance(op, Row):
+            (self.staged if op.staged else self.visible).append(op)
         elif isinstance(op, CacheDigest):
             self.digests.append(op)
         elif isinstance(op, UpsertState):
@@ -101,10 +97,10 @@ class InOrderPlan:
             pending = _Pending()
             for index, ops in items:
                 for op in ops:
-                    touched.add(thread_of(op))
+                    touched.add(op.thread_ts)
                     if pending.add(op):
-                        if isinstance(op, StageRow):
-                            ledger.stage(op.row)
+                        if isinstance(op, Row) and op.staged:
+                            ledger.stage(op)
                         continue
                     pending.flush(cur)
                     if isinstance(op, CommitRound):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from services.projector.mapping import InsertRow, Op, Row, StageRow
+from services.projector.mapping import Op, Row
 
 # (column, its Postgres type as the unnest parameters declare it), in the tables' order.
 ROW_COLUMN_TYPES: tuple[tuple[str, str], ...] = (
@@ -85,8 +85,8 @@ def copy_text(row: Row) -> str:
 def render_copy_texts(ops: Iterable[Op]) -> None:
     """Render the COPY text of every row in `ops` into its `copy_text` slot (the decoding thread's job)."""
     for op in ops:
-        if isinstance(op, InsertRow | StageRow):
-            op.row.copy_text = copy_text(op.row)
+        if isinstance(op, Row):
+            op.copy_text = copy_text(op)
 
 
 def line_of(row: Row) -> str:

@@ -43,10 +43,8 @@ from services.context_render.preamble import Trigger, render_preamble, trigger_t
 from services.projector.mapping import (
     CacheDigest,
     CommitRound,
-    InsertRow,
     ReRender,
     Row,
-    StageRow,
     UpsertState,
     map_event,
 )
@@ -68,10 +66,10 @@ class Projection:
 
     def apply(self, event: EventBase) -> None:
         for op in map_event(event):
-            if isinstance(op, InsertRow) and op.row.id not in {r.id for r in self.rows}:
-                self.rows.append(op.row)
-            elif isinstance(op, StageRow):
-                self.staged.setdefault(op.row.id, op.row)
+            if isinstance(op, Row) and op.staged:
+                self.staged.setdefault(op.id, op)
+            elif isinstance(op, Row) and op.id not in {r.id for r in self.rows}:
+                self.rows.append(op)
             elif isinstance(op, CommitRound):
                 self.rows.extend(self.staged.pop(mid) for mid in op.message_ids if mid in self.staged)
                 self.rounds = max(self.rounds, op.round)

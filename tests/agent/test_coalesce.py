@@ -17,7 +17,7 @@ from services.agent.coalesce import Mention, answered, ready_at, unanswered, wak
 from services.agent.config import AgentConfig
 from services.agent.round import RoundResult
 from services.context_render.context import ContextRow, answer_ids
-from services.projector.mapping import InsertRow, StageRow, map_event
+from services.projector.mapping import Row, map_event
 from services.runtime.kafka_client import KafkaClient
 from services.voice.blocks import answering, post_blocks
 
@@ -141,8 +141,8 @@ def _post(answers: list[AnsweredMention] | None) -> ThreadPost:
 
 
 def _row(post: ThreadPost) -> Any:
-    (op,) = [o for o in map_event(post) if isinstance(o, (InsertRow, StageRow))]
-    return op.row
+    (row,) = [o for o in map_event(post) if isinstance(o, Row)]
+    return row
 
 
 def test_the_post_row_keeps_its_answers_in_the_raw_and_the_model_sees_the_post_as_before() -> None:

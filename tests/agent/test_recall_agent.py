@@ -33,7 +33,7 @@ from services.agent.recall_step import recall_step
 from services.boundary.scope import Scope, check_call
 from services.context_render.context import ContextRow, LoadedContext, row_to_message
 from services.projector import store
-from services.projector.mapping import InsertRow, MappingError, map_event
+from services.projector.mapping import MappingError, Row, map_event
 from services.telemetry_mcp.incident_recall import IncidentRecall, RecallUnavailable
 
 pytestmark = pytest.mark.stack
@@ -172,17 +172,17 @@ def test_a_recall_event_maps_to_its_one_row_and_a_misnamed_one_is_refused() -> N
     event = RecallRecorded(thread_ts=QUERY, message_id=message_id(QUERY, None, "recall", 0), event_time=OPENED,
                            channel=CHANNEL, hits=[])  # fmt: skip
     (op,) = map_event(event)
-    assert isinstance(op, InsertRow)  # round NULL: visible at once, outside any round
-    assert op.row.role == "alert" and op.row.round is None and json.loads(op.row.content) == {"recall": []}
+    assert isinstance(op, Row) and not op.staged  # round NULL: visible at once, outside any round
+    assert op.role == "alert" and op.round is None and json.loads(op.content) == {"recall": []}
     bad = event.model_copy(update={"message_id": message_id(QUERY, None, "alert", 1)})
     with pytest.raises(MappingError):
         map_event(bad)
     # the call it was made for is kept beside the model's view: the view and its tokens are unchanged
     made = event.model_copy(update={"made_for": MadeFor(round=1, node="hypothesis")})
     (kept,) = map_event(made)
-    assert isinstance(kept, InsertRow) and kept.row.tokens == op.row.tokens
-    assert json.loads(kept.row.content) == {"recall": [], "made_for": {"round": 1, "node": "hypothesis"}}
-    assert kept.row.compact is not None and json.loads(kept.row.compact) == {"recall": []}
+    assert isinstance(kept, Row) and not kept.staged and kept.tokens == op.tokens
+    assert json.loads(kept.content) == {"recall": [], "made_for": {"round": 1, "node": "hypothesis"}}
+    assert kept.compact is not None and json.loads(kept.compact) == {"recall": []}
     assert b"made_for" not in event.to_bytes()  # an event without it keeps its bytes
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from schemas.events import AiMessage, JudgeVerdict, ThreadPost
 from services.context_render.context import ContextRow, row_to_message
-from services.projector.mapping import StageRow, map_event
+from services.projector.mapping import Row, map_event
 from services.voice.blocks import post_blocks
 
 T = "1773458070.545498"
@@ -16,8 +16,8 @@ NOW = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)
 
 def _content(event: AiMessage | JudgeVerdict) -> dict[str, object]:
     (op,) = map_event(event)
-    assert isinstance(op, StageRow)  # a round's row, staged until its marker
-    return dict(json.loads(op.row.content))
+    assert isinstance(op, Row) and op.staged  # a round's row, staged until its marker
+    return dict(json.loads(op.content))
 
 
 def test_failure_fields_appear_in_a_row_only_when_set() -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from schemas.events import AlertReceived, HumanMessage, Selection, parse_event
 from services.compactor.stream import Forward, process
 from services.compactor.turns import compact_alert, compact_human, with_turn_compact
-from services.projector.mapping import InsertRow, map_event
+from services.projector.mapping import Row, map_event
 from services.projector.profile_facts import ProfileFact
 
 NOW = datetime(2026, 3, 14, 3, 20, tzinfo=UTC)
@@ -67,12 +67,12 @@ def test_a_pasted_password_is_redacted_in_the_compact_and_kept_in_the_raw() -> N
         "text": "tried it by hand: psql postgres://orders_svc:[REDACTED:basic-auth]@db/orders -> timeout after 30s",
     }
     ops = map_event(out)
-    op = next(o for o in ops if isinstance(o, InsertRow))
+    op = next(o for o in ops if isinstance(o, Row) and not o.staged)
     fact = next(o for o in ops if isinstance(o, ProfileFact))  # what recall may show other threads
     assert "S3cr3tPassw0rd" not in fact.facts and "[REDACTED:basic-auth]" in fact.facts
-    assert "S3cr3tPassw0rd" in op.row.content
-    assert op.row.compact is not None and "S3cr3tPassw0rd" not in op.row.compact
-    assert json.loads(op.row.compact)["user"] == "U02ANNA"
+    assert "S3cr3tPassw0rd" in op.content
+    assert op.compact is not None and "S3cr3tPassw0rd" not in op.compact
+    assert json.loads(op.compact)["user"] == "U02ANNA"
 
 
 def test_an_alert_annotation_with_a_token_is_redacted_and_the_rest_kept() -> None:
@@ -92,7 +92,7 @@ def test_an_alert_annotation_with_a_token_is_redacted_and_the_rest_kept() -> Non
         k: v for k, v in event.row_content().items() if k != "alert"
     }
     ops = map_event(parse_event(run(event).value))
-    row = next(op.row for op in ops if isinstance(op, InsertRow))
+    row = next(op for op in ops if isinstance(op, Row) and not op.staged)
     assert (
         "abcd1234efgh5678" in row.content
         and row.compact is not None
@@ -104,7 +104,7 @@ def test_an_alert_without_a_secret_projects_the_same_row_as_before() -> None:
     event = alert({"summary": "orders DB refused 412 connections"})
     assert compact_alert(event) is None
     assert run(event).value == event.to_bytes()
-    row = next(op.row for op in map_event(event) if isinstance(op, InsertRow))
+    row = next(op for op in map_event(event) if isinstance(op, Row) and not op.staged)
     assert row.compact is None
 
 

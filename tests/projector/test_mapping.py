@@ -33,11 +33,9 @@ from services.projector.decoding import Incoming, decode
 from services.projector.mapping import (
     CacheDigest,
     CommitRound,
-    InsertRow,
     MappingError,
     ReRender,
     Row,
-    StageRow,
     UpsertState,
     map_event,
 )
@@ -52,8 +50,8 @@ def ops_of_thread() -> list:
 
 def test_seed_shaped_thread_maps_to_20_rows_two_rounds() -> None:
     ops = ops_of_thread()
-    visible = [op.row for op in ops if isinstance(op, InsertRow)]
-    staged = [op.row for op in ops if isinstance(op, StageRow)]
+    visible = [op for op in ops if isinstance(op, Row) and not op.staged]
+    staged = [op for op in ops if isinstance(op, Row) and op.staged]
     commits = [op for op in ops if isinstance(op, CommitRound)]
     assert [r.role for r in visible] == ["alert"] + ["human"] * 5
     assert all(r.round is None for r in visible)
@@ -66,8 +64,8 @@ def test_tokens_count_coalesce_compact_content_and_created_at_is_event_time() ->
     events = synthetic_thread(T)
     for event in events:
         for op in map_event(event):
-            if isinstance(op, InsertRow | StageRow):
-                row = op.row
+            if isinstance(op, Row):
+                row = op
                 shown = json.loads(row.compact) if row.compact is not None else json.loads(row.content)
                 assert row.tokens == count_value_tokens(shown)
                 assert row.created_at == event.event_time
@@ -75,7 +73,7 @@ def test_tokens_count_coalesce_compact_content_and_created_at_is_event_time() ->
 
 
 def test_row_content_per_role() -> None:
-    rows = {op.row.role: op.row for op in ops_of_thread() if isinstance(op, InsertRow | StageRow)}
+    rows = {op.role: op for op in ops_of_thread() if isinstance(op, Row)}
     assert set(json.loads(rows["alert"].content)) == {
         "status",
         "service",
@@ -109,7 +107,7 @@ def test_tool_result_writes_the_digest_cache_keyed_by_canonical_args() -> None:
     digest = next(op for op in ops if isinstance(op, CacheDigest))
     assert digest.args_hash == canonical_args_hash(event.args)  # type: ignore[attr-defined]
     assert digest.message_id == event.message_id
-    assert isinstance(ops[0], StageRow)
+    assert isinstance(ops[0], Row) and ops[0].staged
 
 
 def test_alert_upserts_state_and_keeps_opened_at() -> None:
@@ -122,7 +120,7 @@ def test_human_turn_is_round_null_even_if_the_event_names_a_round() -> None:
     human = next(e for e in synthetic_thread(T) if e.type == "human_message")  # type: ignore[attr-defined]
     moved = human.model_copy(update={"round": 3})
     op, fact = map_event(moved)  # the row, and the fact it adds to the incident's profile
-    assert isinstance(op, InsertRow) and op.row.round is None
+    assert isinstance(op, Row) and op.round is None and not op.staged
     assert isinstance(fact, ProfileFact) and not fact.in_round
 
 
@@ -292,9 +290,9 @@ def test_rows_are_the_reference_rendering_byte_for_byte(events: list[EventBase])
         for op in decoded.ops:
             if isinstance(op, CacheDigest):
                 assert op.args_hash == hashlib.sha256(reference_json(seen.args).encode()).hexdigest()  # type: ignore[attr-defined]
-            if not isinstance(op, InsertRow | StageRow):
+            if not isinstance(op, Row):
                 continue
-            row, rows = op.row, rows + 1
+            row, rows = op, rows + 1
             assert (row.content, row.compact) == reference_content(seen, row.role)
             assert row.tokens == count_value_tokens(json.loads(row.compact or row.content))
             assert row.copy_text == reference_copy_text(row)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from deploy.local.testdata import T0, synthetic_round
-from services.projector.mapping import CommitRound, Row, StageRow, map_event
+from services.projector.mapping import CommitRound, Row, map_event
 from services.projector.rounds import RoundLedger
 
 T = "1710406800.000100"
@@ -13,7 +13,7 @@ T = "1710406800.000100"
 
 def staged_rows_and_marker(tools: int = 2) -> tuple[list[Row], CommitRound]:
     ops = [op for e in synthetic_round(T, 1, T0, tools=tools) for op in map_event(e)]
-    rows = [op.row for op in ops if isinstance(op, StageRow)]
+    rows = [op for op in ops if isinstance(op, Row) and op.staged]
     (marker,) = [op for op in ops if isinstance(op, CommitRound)]
     return rows, marker
 

@@ -10,7 +10,7 @@ from schemas.events import CompactedToolResult
 from schemas.ids import message_id
 from schemas.tokens import count_value_tokens
 from services.compaction.registry import compact_tool_result
-from services.projector.mapping import CacheDigest, StageRow, map_event
+from services.projector.mapping import CacheDigest, Row, map_event
 
 T = "1710406800.000100"
 
@@ -40,8 +40,8 @@ def test_the_compactors_count_is_the_count_of_the_stored_compact() -> None:
     event = compacted(generate_loki(7, lines=200))
     ops = map_event(event)  # the row and its digest, then the incident profile's facts (issue 37)
     stage, digest = ops[:2]
-    assert isinstance(stage, StageRow) and isinstance(digest, CacheDigest)
-    row = stage.row
+    assert isinstance(stage, Row) and stage.staged and isinstance(digest, CacheDigest)
+    row = stage
     assert row.compact is not None
     assert json.loads(row.compact) == event.compact
     assert row.tokens == event.tokens == count_value_tokens(json.loads(row.compact))  # same text, same count
@@ -52,5 +52,5 @@ def test_the_compactors_count_is_the_count_of_the_stored_compact() -> None:
 def test_non_finite_numbers_are_not_turned_into_null() -> None:
     event = compacted(generate_loki(7, lines=10)).model_copy(update={"raw": {"x": float("nan")}})
     stage = map_event(event)[0]
-    assert isinstance(stage, StageRow)
-    assert "NaN" in stage.row.content  # Postgres refuses it, so the event is dead-lettered, not altered
+    assert isinstance(stage, Row) and stage.staged
+    assert "NaN" in stage.content  # Postgres refuses it, so the event is dead-lettered, not altered
