@@ -29,6 +29,13 @@ OTHER_SHARE: Final = 0.25
 # (each reason's share of incidents, as if independent). A single reason, or a pair of reasons most of the
 # fleet shows (BackOff, Killing), never is; two rare ones together are.
 REASON_CHANCE: Final = 0.05
+# Concurrent recall through history: the query's closest past incidents (the top of its historical ranking)
+# say what its cause shows beyond the random part any one incident shows; an open incident holding most of
+# that signature (by information, `HISTORY_SHARE`), by more than chance (`REASON_CHANCE`), shares the cause.
+HISTORY_HITS: Final = 5
+HISTORY_MIN: Final = 3  # fewer closest past incidents than this vouch for nothing
+HISTORY_CONSENSUS: Final = 0.5  # a key is the cause's when at least this share of them show it
+HISTORY_SHARE: Final = 0.6
 
 
 @dataclass(frozen=True)
@@ -229,13 +236,42 @@ def cause_share_either(q: Candidate, c: Candidate, rarity: Rarity) -> float:
 
 
 def _reasons_by_chance(q: Candidate, c: Candidate, rarity: Rarity) -> float:
-    """The chance an unrelated incident shows every pod reason the two share: the product of each reason's
-    share of all incidents (1.0 when they share none)."""
+    """The chance an unrelated incident shows every pod reason the two share (1.0 when they share none)."""
+    return by_chance([r for r in _reason_keys(q) if r[len("reason:") :] in c.reasons], rarity)
+
+
+def by_chance(keys: Iterable[str], rarity: Rarity) -> float:
+    """The chance an unrelated incident shows every one of `keys`: the product of each key's share of all
+    incidents, as if independent (1.0 for none)."""
     chance = 1.0
-    for reason in _reason_keys(q):
-        if reason[len("reason:") :] in c.reasons:
-            chance *= min(1.0, max(1, rarity.df.get(reason, 1)) / rarity.total)
+    for key in keys:
+        chance *= min(1.0, max(1, rarity.df.get(key, 1)) / rarity.total)
     return chance
+
+
+def history_signature(closest: Sequence[Candidate]) -> frozenset[str]:
+    """The keys (error patterns, pod reasons) most of the query's closest past incidents show: its cause's
+    signature as history knows it. One incident shows a random part of its cause's errors and reasons, so
+    two incidents of one outage may share little directly; their cause's past incidents show the whole.
+    Empty when fewer than `HISTORY_MIN` vouch for it (a young history, a cause never seen)."""
+    if len(closest) < HISTORY_MIN:
+        return frozenset()
+    seen: dict[str, int] = {}
+    for c in closest:
+        for key in weighed_keys(c):
+            seen[key] = seen.get(key, 0) + 1
+    return frozenset(k for k, n in seen.items() if n >= HISTORY_CONSENSUS * len(closest))
+
+
+def history_share(c: Candidate, signature: frozenset[str], rarity: Rarity) -> float:
+    """The share (by information) of `c`'s error patterns and pod reasons that `signature` holds; 0 when what it
+    holds would be shown together by an unrelated incident `REASON_CHANCE` of the time or more."""
+    mine = weighed_keys(c)
+    held = mine & signature
+    whole = sum(rarity.information(k) for k in mine)
+    if not held or whole <= 0 or by_chance(held, rarity) >= REASON_CHANCE:
+        return 0.0
+    return sum(rarity.information(k) for k in held) / whole
 
 
 def _same_source(q: Candidate, c: Candidate) -> bool:
@@ -273,6 +309,8 @@ def explain(q: Candidate, c: Candidate, parts: Mapping[str, float], rarity: Rari
     ]
     if same:
         out.append("same " + ", ".join(same))
+    if parts.get("history", 0.0) > 0:
+        out.append(f"shows the signature of this incident's closest past incidents ({parts['history']:.0%})")
     shared_err = sorted(q.error_patterns & c.error_patterns, key=lambda k: (-rarity.idf(k), k))
     if shared_err:
         top = shared_err[0]
@@ -320,7 +358,7 @@ def pick(
 
     `cause_rarity` also counts the open candidates' own keys (`shares_cause` weighs both sides' signatures;
     `rarity` may count only the query's, enough to rank history)."""
-    concurrent: list[tuple[float, Candidate, dict[str, float]]] = []
+    open_now: list[tuple[float, Candidate, dict[str, float]]] = []
     historical: list[tuple[float, Candidate, dict[str, float]]] = []
     q_reasons = _reason_keys(q)
     for c in candidates:
@@ -329,23 +367,48 @@ def pick(
         parts = score(q, c, rarity, q_reasons)
         value = total(parts)
         if overlaps(q, c, window_s):
-            if shares_cause(q, c, cause_rarity or rarity):
-                concurrent.append((value, c, parts))
-            continue  # an open, unrelated incident is not history yet
-        if value > 0 and (c.opened_at is None or q.opened_at is None or c.opened_at < q.opened_at):
+            open_now.append((value, c, parts))  # an open incident is not history yet
+        elif value > 0 and (c.opened_at is None or q.opened_at is None or c.opened_at < q.opened_at):
             historical.append((value, c, parts))
     # Most of the query's error signature shown ranks first, whatever the labels, words or reasons say: a
     # look-alike on the same alert and service with other errors is never above the true match.
     tier = {c.thread_ts: error_share(q, c, rarity) >= CAUSE_SHARE for _v, c, _p in historical}
     order = lambda h: (-tier.get(h[1].thread_ts, False), -h[0], h[1].thread_ts)  # noqa: E731
+    ranked = sorted(historical, key=order)
+    signature = history_signature(closest(q, ranked[:HISTORY_HITS], tier))
+    concurrent = same_cause(q, open_now, signature, cause_rarity or rarity)
     return [
         (kind, value, c, parts)
-        for kind, picked in (
-            ("concurrent", sorted(concurrent, key=order)),
-            ("historical", sorted(historical, key=order)[:k]),
-        )
+        for kind, picked in (("concurrent", sorted(concurrent, key=order)), ("historical", ranked[:k]))
         for value, c, parts in picked
     ]
+
+
+def closest(
+    q: Candidate, ranked: Sequence[tuple[float, Candidate, dict[str, float]]], tier: Mapping[str, bool]
+) -> list[Candidate]:
+    """The past incidents that vouch for the query's cause: of the top of its ranking, those showing most of
+    its error patterns when it has any (one incident's labels and words also bring a look-alike's past), else
+    all of them."""
+    top = [c for _v, c, _p in ranked]
+    return [c for c in top if tier.get(c.thread_ts, False)] if q.error_patterns else top
+
+
+def same_cause(
+    q: Candidate,
+    open_now: Sequence[tuple[float, Candidate, dict[str, float]]],
+    signature: frozenset[str],
+    rarity: Rarity,
+) -> list[tuple[float, Candidate, dict[str, float]]]:
+    """The open incidents that share the query's cause: directly (`shares_cause`), or by holding most of its
+    cause's signature as its closest past incidents show it (`history_share`, then a part of the hit)."""
+    found = []
+    for value, c, parts in open_now:
+        if shares_cause(q, c, rarity):
+            found.append((value, c, parts))
+        elif (share := history_share(c, signature, rarity)) >= HISTORY_SHARE:
+            found.append((value, c, {**parts, "history": round(share, 4)}))
+    return found
 
 
 def explained(
