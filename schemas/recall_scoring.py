@@ -16,7 +16,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from schemas.recall_vectors import Embedding, cosine, embedding_reason
+
 WEIGHTS: Final = {"patterns": 0.5, "reasons": 0.15, "shapes": 0.05, "text": 0.1, "labels": 0.2}
+# The optional part: added to the total only when both discussions have a vector (`schemas/recall_vectors.py`).
+EMBEDDING_WEIGHT: Final = 0.1
+_PART_WEIGHTS: Final = {**WEIGHTS, "embedding": EMBEDDING_WEIGHT}
 LABEL_WEIGHTS: Final = {"alertname": 0.35, "service": 0.35, "namespace": 0.1, "cluster": 0.1, "severity": 0.1}
 ERROR_FACTOR: Final = 2.0
 # Concurrent recall: the share of one incident's comparable cause signature (error patterns and pod
@@ -61,6 +66,7 @@ class Candidate:
     nodes: frozenset[str] = frozenset()  # troubled nodes (`schemas/incident_locus.py`)
     dependencies: frozenset[str] = frozenset()  # failing dependencies
     hosts: frozenset[str] = frozenset()  # nodes its pods ran on (not trouble by itself)
+    embedding: Embedding | None = None  # its discussion's vector, only when an endpoint is configured
 
 
 @dataclass(frozen=True)
@@ -136,13 +142,17 @@ def score(
     """The parts of the similarity; `q_reasons` is the query's `_reason_keys`, when the caller holds them."""
     errors = q.error_patterns | c.error_patterns
     mine = _reason_keys(q) if q_reasons is None else q_reasons
-    return {
+    parts = {
         "patterns": weighted_jaccard(q.patterns, c.patterns, rarity, errors),
         "reasons": weighted_jaccard(mine, _reason_keys(c), rarity, frozenset()),
         "shapes": jaccard(q.shapes, c.shapes),
         "text": text_similarity(q, c),
         "labels": label_score(q.labels, c.labels),
     }
+    alike = cosine(q.embedding, c.embedding)
+    if alike is not None:  # absent, not zero, unless both have a vector: the default scores as before
+        parts["embedding"] = alike
+    return parts
 
 
 def _reason_keys(c: Candidate) -> list[str]:
@@ -150,7 +160,7 @@ def _reason_keys(c: Candidate) -> list[str]:
 
 
 def total(parts: Mapping[str, float]) -> float:
-    return round(sum(WEIGHTS[k] * v for k, v in parts.items()), 4)
+    return round(sum(_PART_WEIGHTS[k] * v for k, v in parts.items()), 4)
 
 
 def _cause_keys(c: Candidate, other: Candidate) -> set[str]:
@@ -337,6 +347,8 @@ def explain(q: Candidate, c: Candidate, parts: Mapping[str, float], rarity: Rari
         out.append("series: " + ", ".join(shapes[:3]))
     if parts.get("text", 0.0) >= 0.2:
         out.append(f"discussion alike ({parts['text']:.2f})")
+    if "embedding" in parts and c.embedding is not None:
+        out.append(embedding_reason(c.embedding.model, parts["embedding"]))
     if c.decisions:
         out.append("resolved by: " + c.decisions[-1])
     return tuple(out)
