@@ -37,6 +37,7 @@ A development tool only: nothing under `services/` may import it.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -55,7 +56,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from deploy.local import asgi_thread, model_roles
+from deploy.local import asgi_thread, model_roles, openai_embeddings
 from deploy.local.model_roles import Fault, Script, ServerMode
 from schemas.events import canonical_json
 from schemas.tokens import count_tokens
@@ -535,6 +536,10 @@ class OpenAIStandin:
     _calls: list[WireCall] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _script: list[list[Json]] = field(default_factory=list)
+    # `POST /v1/embeddings` misbehaving on its next requests: "status_500", or "slow" (answers after
+    # `slow_s` seconds, past a client's timeout).
+    embedding_faults: list[str] = field(default_factory=list)
+    slow_s: float = 5.0
 
     def script_tool_calls(self, *turns: list[Json]) -> None:
         """Answer the next requests that offer tools with these calls (`{"name", "args"}` each), as a
@@ -599,12 +604,7 @@ class OpenAIStandin:
         headers: dict[str, str] = {}
         try:
             self.authorize(authorization)
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                raise bad("We could not parse the JSON body of your request.") from None
-            if not isinstance(body, dict):
-                raise bad("The body of your request must be a JSON object.")
+            body = _body(raw)
             response = self._complete(body)
             status, out, error = 200, response, None
         except WireError as exc:
@@ -613,6 +613,38 @@ class OpenAIStandin:
         with self._lock:
             self._calls.append(WireCall("/v1/chat/completions", status, body, error, response))
         return status, out, headers
+
+    def embed(self, authorization: str | None, raw: bytes) -> tuple[int, Json, str | None]:
+        """One POST /v1/embeddings: (status, body, the fault played), recorded."""
+        body: Any = None
+        with self._lock:
+            fault = self.embedding_faults.pop(0) if self.embedding_faults else None
+        try:
+            self.authorize(authorization)
+            body = _body(raw)
+            response = self._embeddings(body)
+            if fault == "status_500":
+                raise _status_fault("status_500")
+            status, out, error = 200, response, None
+        except WireError as exc:
+            status, out, error, response = exc.status, exc.body(), exc.body()["error"], None
+        with self._lock:
+            self._calls.append(WireCall("/v1/embeddings", status, body, error, response))
+        return status, out, fault
+
+    def _embeddings(self, body: Json) -> Json:
+        try:
+            openai_embeddings.check(body)
+            if body["model"] != openai_embeddings.EMBEDDING_MODEL:
+                raise WireError(
+                    404,
+                    f"The model `{body['model']}` does not exist or you do not have access to it. ({STANDIN} "
+                    f"embeds only with `{openai_embeddings.EMBEDDING_MODEL}`: hashed words, not a model.)",
+                    code="model_not_found",
+                )
+            return openai_embeddings.embeddings(body)
+        except openai_embeddings.EmbeddingsRequestError as exc:
+            raise bad(str(exc), exc.param, exc.code) from None
 
     def _complete(self, body: Json) -> Json:
         if "model" not in body or not isinstance(body["model"], str) or not body["model"]:
@@ -670,6 +702,16 @@ class OpenAIStandin:
         return body
 
 
+def _body(raw: bytes) -> Json:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise bad("We could not parse the JSON body of your request.") from None
+    if not isinstance(body, dict):
+        raise bad("The body of your request must be a JSON object.")
+    return body
+
+
 def _status_fault(fault: Fault) -> WireError:
     if fault == "status_429":
         return WireError(
@@ -715,13 +757,25 @@ def build_app(standin: OpenAIStandin) -> Starlette:
         )
         return _json(body, status, headers)
 
+    async def embeddings(request: Request) -> Response:
+        status, body, fault = standin.embed(request.headers.get("authorization"), await request.body())
+        if fault == "slow":
+            await asyncio.sleep(standin.slow_s)
+        return _json(body, status)
+
     async def models(request: Request) -> Response:
         try:
             standin.authorize(request.headers.get("authorization"))
         except WireError as exc:
             return _json(exc.body(), exc.status)
         return _json(
-            {"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": STANDIN}]}
+            {
+                "object": "list",
+                "data": [
+                    {"id": name, "object": "model", "created": 0, "owned_by": STANDIN}
+                    for name in (MODEL, openai_embeddings.EMBEDDING_MODEL)
+                ],
+            }
         )
 
     async def health(request: Request) -> Response:
@@ -734,6 +788,7 @@ def build_app(standin: OpenAIStandin) -> Starlette:
     return Starlette(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/embeddings", embeddings, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/_standin/health", health, methods=["GET"]),
             Route("/{path:path}", unknown, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
