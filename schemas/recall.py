@@ -21,6 +21,7 @@ from typing import Any, Final
 import psycopg
 
 from schemas.recall_budget import key_limits
+from schemas.recall_embedding import Embedder, embedded
 from schemas.recall_keys import label_key, reason_key
 from schemas.recall_scoring import (
     Candidate,
@@ -259,12 +260,15 @@ def recall(
     k: int = 5,
     groups: Sequence[frozenset[str]] = (),
     now: datetime | None = None,
+    embed: Embedder | None = None,
 ) -> list[Hit]:
     """Concurrent and historical incidents like the query, each with its reasons, visible to its channel.
 
     The query is a thread, whose stored profile is read, or a profile the caller built from the thread's
     own facts (the agent's recall at an alert's open reads its round's facts too); the channel is the
-    profile's, never a caller's."""
+    profile's, never a caller's. With `embed` (an embedding endpoint the service configured), the
+    discussions of the query and of the visible candidates are read and compared by their vectors too
+    (`schemas/recall_embedding.py`); without it nothing more is read."""
     if isinstance(query, str):
         q, rarity = _counted_profile(conn, query)
     else:
@@ -278,6 +282,8 @@ def recall(
     found = [short_candidate_of(r) for r in rows]
     counted = {k: int(n) for r in rows if r[-1] for k, n in r[-1].items()}
     allowed = [c for c in found if may_see(q.channel, c.channel, c.private, groups)]
+    if embed is not None:
+        q, allowed = embedded(conn, q, allowed, embed)
     if now is not None and q.opened_at is None:
         q = Candidate(**{**q.__dict__, "opened_at": now.timestamp()})
     cause_rarity = _open_counted(conn, q, allowed, Rarity(rarity.total, {**counted, **rarity.df}))

@@ -23,6 +23,7 @@ from schemas.events import RecalledIncident
 from schemas.ids import split_thread_key
 from schemas.incident_profile import Fact, Profile, build_profile
 from schemas.recall import recall
+from schemas.recall_embedding import Embedder
 from schemas.recall_scoring import Candidate, Hit
 
 MAX_REASONS: Final = 2  # per hit, most telling first: the row stays small (docs/recall.md)
@@ -108,13 +109,19 @@ def links(conn: psycopg.Connection, threads: Sequence[str]) -> dict[str, str]:
 
 
 def recall_at_open(
-    conn: psycopg.Connection, thread: str, *, k: int, groups: Sequence[frozenset[str]]
+    conn: psycopg.Connection,
+    thread: str,
+    *,
+    k: int,
+    groups: Sequence[frozenset[str]],
+    embed: Embedder | None = None,
 ) -> OpenRecall:
-    """What the thread may be shown of other incidents now, each hit with its reasons and link."""
+    """What the thread may be shown of other incidents now, each hit with its reasons and link (`embed`: the
+    operator's embedding endpoint, when one is configured)."""
     q = query_of(conn, own_profile(conn, thread))
     if q.channel is None:
         return OpenRecall(None, ())  # visibility unknown: nothing is recalled (fails closed)
-    hits = recall(conn, q, k=k, groups=groups)
+    hits = recall(conn, q, k=k, groups=groups, embed=embed)
     return OpenRecall(q.channel, recorded_hits(hits, links(conn, [h.thread_ts for h in hits])))
 
 

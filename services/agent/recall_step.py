@@ -22,9 +22,11 @@ import psycopg
 
 from schemas.events import MadeFor, RecalledIncident, RecallRecorded, Wake
 from schemas.recall import RecallError, channel_groups
+from schemas.recall_embedding import Embedder
 from schemas.recall_open import OpenRecall, recall_at_open
 from services.context_render.context import LoadedContext
 from services.context_render.recall_view import hits_of, is_recall_row, recall_id
+from services.runtime import embeddings
 from services.runtime.emitter import EventEmitter
 from services.runtime.errors import BadInput
 from services.runtime.logs import about
@@ -42,6 +44,7 @@ class RecallStep:
     emitter: EventEmitter
     groups: tuple[frozenset[str], ...] = ()
     recorded: list[RecalledIncident] | None = None  # already in the context: reused, never recomputed
+    embed: Embedder | None = None  # the operator's embedding endpoint (RECALL_EMBEDDINGS_MODEL), if any
 
     async def __call__(self, made_for: MadeFor | None = None) -> list[RecalledIncident]:
         """The recall, computed and recorded once; `made_for` is the model call the agent appends it to
@@ -70,7 +73,7 @@ class RecallStep:
         deadline = time.monotonic() + CHANNEL_WAIT_S
         while True:
             found = await asyncio.to_thread(
-                recall_at_open, self.conn, self.thread_ts, k=HISTORICAL, groups=self.groups
+                recall_at_open, self.conn, self.thread_ts, k=HISTORICAL, groups=self.groups, embed=self.embed
             )
             if found.channel is not None or time.monotonic() >= deadline:
                 return found
@@ -85,13 +88,14 @@ def recall_step(
         return None
     row = next((r for r in ctx.rows if is_recall_row(r.id, r.role)), None)
     recorded = None if row is None else hits_of(row.value)
-    return RecallStep(conn, ctx.thread_ts, emitter, channel_groups(), recorded)
+    return RecallStep(conn, ctx.thread_ts, emitter, channel_groups(), recorded, embeddings.from_env())
 
 
 def check_channel_groups() -> None:
-    """The operator's channel mapping, read at start-up: a bad value is one line and exit 2, never a failed
-    round at the first alert."""
+    """The operator's channel mapping and embeddings setting, read at start-up: a bad value is one line and
+    exit 2, never a failed round at the first alert."""
     try:
         channel_groups()
     except RecallError as exc:
         raise BadInput(str(exc)) from None
+    embeddings.from_env()

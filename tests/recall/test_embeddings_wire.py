@@ -151,3 +151,29 @@ def test_settings(monkeypatch: pytest.MonkeyPatch) -> None:
         from_env({**env, "RECALL_EMBEDDINGS_TIMEOUT": "soon"})
     with pytest.raises(UserFacingError, match="OPENAI_API_KEY"):
         from_env({"RECALL_EMBEDDINGS_MODEL": "m"})
+
+
+def test_the_agents_recall_step_takes_the_configured_provider(
+    oai: OpenAIStandin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import UTC, datetime
+
+    from schemas.events import Wake
+    from services.agent.recall_step import check_channel_groups, recall_step
+    from services.context_render.context import ContextRow, LoadedContext
+
+    alert = ContextRow("T:-:alert:0", "alert", None, {"alertname": "X"}, 10)
+    wake = Wake(thread_ts="T", message_id="T:-:wake:0", event_time=datetime.now(UTC), reason="alert",
+                trigger_message_id=alert.id)  # fmt: skip
+    ctx = LoadedContext("T", (alert,), None)
+    monkeypatch.setattr(provider, "_shared", {})
+    monkeypatch.delenv("RECALL_EMBEDDINGS_MODEL", raising=False)
+    step = recall_step(None, ctx, None, wake)  # type: ignore[arg-type]
+    assert step is not None and step.embed is None  # the default: no endpoint
+    for name, value in {**oai.env(), "RECALL_EMBEDDINGS_MODEL": EMBEDDING_MODEL}.items():
+        monkeypatch.setenv(name, value)
+    step = recall_step(None, ctx, None, wake)  # type: ignore[arg-type]
+    assert step is not None and step.embed is not None and step.embed.model == EMBEDDING_MODEL
+    monkeypatch.setenv("RECALL_EMBEDDINGS_TIMEOUT", "-1")
+    with pytest.raises(BadInput, match="RECALL_EMBEDDINGS_TIMEOUT"):
+        check_channel_groups()  # checked when the agent starts
