@@ -26,6 +26,7 @@ from benchmarks.recall_histories import History, Incident, make_history
 from deploy.local.pipeline import fresh_schema
 from schemas.recall import recall
 from services.projector.profile_store import UPSERT_PROFILE, posting_of, profile_params, write_recall_keys
+from services.runtime import embeddings
 from services.runtime.settings import Settings
 
 SEEDS = (3, 5, 7, 11, 23, 37, 41, 53, 101, 202)
@@ -85,7 +86,7 @@ def evaluate(conn: psycopg.Connection, history: History) -> dict[str, float]:
     for q in history.queries:
         _insert(conn, [q])
         _recount(conn)
-        hits = recall(conn, q.thread_ts, k=10)
+        hits = recall(conn, q.thread_ts, k=10, embed=embeddings.from_env())  # none by default
         concurrent = {h.thread_ts for h in hits if h.kind == "concurrent"}
         historical = [h.thread_ts for h in hits if h.kind == "historical"]
         relevant = {
@@ -176,7 +177,7 @@ def speed(conn: psycopg.Connection, history: History) -> dict[str, float]:
         _insert(conn, [q])
         conn.commit()
         started = time.perf_counter()
-        hits = recall(conn, q.thread_ts, k=5)
+        hits = recall(conn, q.thread_ts, k=5, embed=embeddings.from_env())
         times.append((time.perf_counter() - started) * 1000)
         ranks.append(_ranks_at_scale(history, q, [h.thread_ts for h in hits if h.kind == "historical"]))
         conn.rollback()
