@@ -458,7 +458,10 @@ def test_the_response_has_the_usual_shape_and_says_it_is_a_stand_in(oai: OpenAIS
         listed = client.get(
             f"{oai.base_url}/models", headers={"Authorization": f"Bearer {oai.api_key}"}
         ).json()
-    assert listed["data"] == [{"id": MODEL, "object": "model", "created": 0, "owned_by": STANDIN}]
+    assert listed["data"] == [
+        {"id": name, "object": "model", "created": 0, "owned_by": STANDIN}
+        for name in (MODEL, "standin-hashed-words")  # the chat stand-in, and /v1/embeddings' (not a model)
+    ]
 
 
 def test_tool_choice_narrows_the_planned_calls_and_never_forces_an_unplanned_one(oai: OpenAIStandin) -> None:
