@@ -6,7 +6,8 @@ The score combines, with fixed weights (a look-alike's labels never outweigh dif
   `js heap out of memory` says much;
 - pod-event reasons, weighted the same way; series shapes; the discussion's words (Jaccard of
   full-text lexemes); and the alert's labels (alert name, service, namespace, cluster, severity).
-Each hit carries its reasons, in words a responder reads.
+Each hit carries its reasons, in words a responder reads. Where an embedding endpoint is configured, the
+cosine of the discussions' vectors is one more part (`EMBEDDING_WEIGHT`), present only when both have one.
 """
 
 from __future__ import annotations
