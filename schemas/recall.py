@@ -265,15 +265,11 @@ def recall(
     The query is a thread, whose stored profile is read, or a profile the caller built from the thread's
     own facts (the agent's recall at an alert's open reads its round's facts too); the channel is the
     profile's, never a caller's."""
-    if isinstance(query, str):
-        q, rarity = _counted_profile(conn, query)
-    else:
-        q = query
+    q, counted_with = _counted_profile(conn, query) if isinstance(query, str) else (query, None)
     channels = visible_channels(q.channel, groups)
     if not channels:
         return []
-    if not isinstance(query, str):
-        rarity = _rarity(conn, q)
+    rarity = counted_with or _rarity(conn, q)  # a built profile's counts: read once it may see anything
     rows = conn.execute(_CANDIDATES, candidate_params(q, rarity, channels)).fetchall()
     found = [short_candidate_of(r) for r in rows]
     counted = {k: int(n) for r in rows if r[-1] for k, n in r[-1].items()}
