@@ -269,15 +269,11 @@ def recall(
     profile's, never a caller's. With `embed` (an embedding endpoint the service configured), the
     discussions of the query and of the visible candidates are read and compared by their vectors too
     (`schemas/recall_embedding.py`); without it nothing more is read."""
-    if isinstance(query, str):
-        q, rarity = _counted_profile(conn, query)
-    else:
-        q = query
+    q, counted_with = _counted_profile(conn, query) if isinstance(query, str) else (query, None)
     channels = visible_channels(q.channel, groups)
     if not channels:
         return []
-    if not isinstance(query, str):
-        rarity = _rarity(conn, q)
+    rarity = counted_with or _rarity(conn, q)  # a built profile's counts: read once it may see anything
     rows = conn.execute(_CANDIDATES, candidate_params(q, rarity, channels)).fetchall()
     found = [short_candidate_of(r) for r in rows]
     counted = {k: int(n) for r in rows if r[-1] for k, n in r[-1].items()}
