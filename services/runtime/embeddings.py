@@ -34,6 +34,10 @@ BASE_URL_ENV: Final = "RECALL_EMBEDDINGS_BASE_URL"
 TIMEOUT_ENV: Final = "RECALL_EMBEDDINGS_TIMEOUT"
 DEFAULT_TIMEOUT_S: Final = 2.0
 CACHE_SIZE: Final = 4096  # vectors kept (a recall embeds at most its ~125 candidates' discussions)
+# The head of a discussion sent (a profile keeps up to 20,000 characters): about a thousand tokens each keeps a
+# recall's one request of ~125 texts within OpenAI's per-request token limit and an input within an embedding
+# model's context; what people wrote first (what they saw) is kept.
+TEXT_CHARS: Final = 4000
 
 Request = Callable[[list[str]], list[list[float]]]
 
@@ -63,7 +67,7 @@ class EndpointEmbeddings:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, texts: list[str]) -> list[list[float]]:
-        sent = [redact_text(t) for t in texts]
+        sent = [redact_text(t)[:TEXT_CHARS] for t in texts]
         keys = [hashlib.sha256(t.encode()).hexdigest() for t in sent]
         with self._lock:
             known = {k: self._cache[k] for k in keys if k in self._cache}

@@ -122,11 +122,12 @@ def test_the_provider_sends_one_request_for_the_misses_and_caches_by_text(oai: O
     assert (embed.counts.requests, embed.counts.cached, embed.counts.failures) == (2, 2, 0)
 
 
-def test_the_provider_redacts_what_it_sends(oai: OpenAIStandin) -> None:
+def test_the_provider_redacts_and_clips_what_it_sends(oai: OpenAIStandin) -> None:
     before = len(oai.calls())
-    provider_for(oai)(["tried password=hunter2 on the replica"])
+    provider_for(oai)(["tried password=hunter2 on the replica", "word " * 5000])
     (call,) = embedding_calls(oai, before)
     assert "hunter2" not in str(call.body) and "[REDACTED:password]" in call.body["input"][0]
+    assert len(call.body["input"][1]) == provider.TEXT_CHARS  # the head of a long discussion
 
 
 @pytest.mark.parametrize("fault", ["status_500", "slow"])
