@@ -151,9 +151,17 @@ def test_the_command_takes_the_model_by_flag_or_env(
             base, env={**env, "RECALL_EMBEDDINGS_MODEL": EMBEDDING_MODEL}, capture_output=True, text=True
         ),
         subprocess.run(base, env=env, capture_output=True, text=True),
+        subprocess.run(  # nothing listens there: scored without, said on stderr, not an error
+            [*base, "--embeddings", EMBEDDING_MODEL],
+            env={**env, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"},
+            capture_output=True,
+            text=True,
+        ),
     ]
     assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
     labelled = [
         any("by embeddings" in r for h in json.loads(run.stdout) for r in h["reasons"]) for run in runs
     ]
-    assert labelled == [True, True, False]
+    assert labelled == [True, True, False, False]
+    assert json.loads(runs[3].stdout) == json.loads(runs[2].stdout)
+    assert f"embeddings ({EMBEDDING_MODEL}) unavailable: scored without them" in runs[3].stderr
