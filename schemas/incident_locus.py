@@ -10,8 +10,8 @@ of mere presence:
   a pod merely scheduled there (an event's `source.host`) says nothing by itself, so the nodes the pods ran
   on are kept apart (`pod_event_hosts`): they tie an incident to a node only another incident reports in
   trouble (one asked for node events, the other did not);
-- a dependency fails when an error-or-worse log line reports a connection to it failing (its
-  `host:port`, or `host=`/`peer=`/`upstream=`), or a client span to it ends in error (its
+- a dependency fails when error-or-worse log lines report connections to it failing (its
+  `host:port`, or `host=`/`peer=`/`upstream=`; more than one line, unless it is the only host named), or a client span to it ends in error (its
   `peer.service`, `server.address`, `net.peer.name`, Envoy's `upstream.cluster`); a healthy call
   says nothing.
 """
@@ -75,8 +75,13 @@ def line_dependencies(line: str) -> list[str]:
 
 
 def log_dependencies(error_lines: Iterable[str]) -> dict[str, int]:
-    """Failing dependencies of a log answer's error lines, with how many lines name each."""
-    return _count(h for line in error_lines for h in line_dependencies(line))
+    """Failing dependencies of a log answer's error lines, with how many lines name each: the hosts named by
+    more than one line, or the one host named when there is only one. A scatter of hosts each named once is
+    not a place in trouble: a server logs a `connection reset by peer` for every client that hangs up, each
+    from another address; a dependency that is down fails every call to it."""
+    counts = _count(h for line in error_lines for h in line_dependencies(line))
+    repeated = {host: n for host, n in counts.items() if n > 1}
+    return repeated if repeated or len(counts) != 1 else counts
 
 
 def is_node_event(item: Mapping[str, Any]) -> bool:

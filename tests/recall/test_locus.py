@@ -7,6 +7,7 @@ from typing import Any
 from schemas.incident_locus import (
     alert_nodes,
     line_dependencies,
+    log_dependencies,
     pod_event_hosts,
     pod_event_nodes,
     trace_dependencies,
@@ -107,6 +108,18 @@ def test_a_dependency_fails_in_error_lines_about_connections_only() -> None:
     assert facts["dependencies"] == {"pg-orders": 2}
     assert list(facts["patterns"]) == ["error dial tcp pg-orders:<n>: connect: connection refused",
                                        "info connected to cache-main:<n>"]  # fmt: skip
+    assert log_dependencies(["ERROR dial tcp pg-orders:5432: connect: connection refused"]) == {
+        "pg-orders": 1
+    }
+
+
+def test_a_scatter_of_peers_each_named_once_is_no_failing_dependency() -> None:
+    """A server logs a reset for every client that hangs up, each from another address: none is a place in
+    trouble; the dependency every call fails to reach is, beside them."""
+    resets = [f"ERROR connection reset by peer host=10.0.{i}.{i * 7}" for i in range(5)]
+    assert log_dependencies(resets) == {}
+    down = ["ERROR dial tcp pg-orders:5432: connect: connection refused"] * 3
+    assert log_dependencies(resets + down) == {"pg-orders": 3}
 
 
 def test_a_trace_names_the_peers_of_failed_client_spans_only() -> None:
