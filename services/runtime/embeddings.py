@@ -26,6 +26,7 @@ from typing import Final
 
 from services.boundary.redact import redact_text
 from services.runtime.errors import BadInput, UserFacingError
+from services.runtime.metric_families import Families
 
 log = logging.getLogger("recall.embeddings")
 
@@ -40,6 +41,13 @@ CACHE_SIZE: Final = 4096  # vectors kept (a recall embeds at most its ~125 candi
 TEXT_CHARS: Final = 4000
 
 Request = Callable[[list[str]], list[list[float]]]
+# On the process's default registry: the agent serves it on /metrics (a failing endpoint is visible there).
+REQUESTS = Families().counter(
+    "recall_embedding_requests_total",
+    "Embedding requests of recall, by outcome",
+    "outcome",
+    zero=("ok", "failed"),
+)
 
 
 class EmbeddingsUnavailable(RuntimeError):
@@ -87,10 +95,12 @@ class EndpointEmbeddings:
             if len(vectors) != len(keys):
                 raise ValueError(f"{len(vectors)} vectors for {len(keys)} texts")
         except Exception as exc:
+            REQUESTS.labels("failed").inc()
             with self._lock:
                 self.counts.failures += 1
             log.warning("embeddings endpoint failed (%s): %s", type(exc).__name__, str(exc)[:200])
             raise EmbeddingsUnavailable(f"{self.model}: {type(exc).__name__}") from exc
+        REQUESTS.labels("ok").inc()
         fetched = dict(zip(keys, ([float(x) for x in v] for v in vectors), strict=True))
         with self._lock:
             for k, v in fetched.items():

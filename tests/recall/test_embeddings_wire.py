@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from langchain_openai import OpenAIEmbeddings
+from prometheus_client import REGISTRY
 
 from deploy.local import loopback_http
 from deploy.local.openai_embeddings import DIMENSIONS, EMBEDDING_MODEL
@@ -135,9 +136,11 @@ def test_a_failure_or_timeout_raises_once_counted_and_is_not_cached(oai: OpenAIS
     embed = provider_for(oai, timeout=0.5)
     oai.slow_s = 2.0
     oai.embedding_faults.append(fault)
+    failed = REGISTRY.get_sample_value("recall_embedding_requests_total", {"outcome": "failed"})
     with pytest.raises(EmbeddingsUnavailable):
         embed(TEXTS)
     assert (embed.counts.requests, embed.counts.failures) == (1, 1)  # no retry: a recall waits once
+    assert REGISTRY.get_sample_value("recall_embedding_requests_total", {"outcome": "failed"}) == failed + 1  # type: ignore[operator]
     assert len(embed(TEXTS)) == 2 and embed.counts.requests == 2  # the next recall asks again
 
 
