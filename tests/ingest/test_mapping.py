@@ -16,7 +16,7 @@ from services.ingest.alerts import KnownIncident, Window, group_thread_ts, map_w
 from services.ingest.planned import SLACK_TS, parse_json_object, ts_to_datetime
 from services.ingest.rejections import Ignored, Rejected
 from services.ingest.slack_events import Callback, Challenge, map_payload
-from services.projector.mapping import map_event
+from services.projector.mapping import ReRender, map_event
 
 from .helpers import BOT, alert_payload, envelope, group_notification, mention, message
 
@@ -145,8 +145,9 @@ def test_deletion_is_an_event_naming_the_deleted_message() -> None:
     assert deletion.message_id == f"{T}:-:deleted:1710408500.000200"
     assert "hunter2" not in deletion.to_bytes().decode()  # the event names the message, never its text
     [op] = map_event(deletion)
-    assert op.target_id == f"{T}:-:human:1710408500.000200"  # type: ignore[union-attr]
-    assert json.loads(op.compact) == {"deleted": True, "user": "U123ABC456", "ts": "1710408500.000200"}  # type: ignore[union-attr]
+    assert isinstance(op, ReRender)
+    assert op.target_id == f"{T}:-:human:1710408500.000200"
+    assert json.loads(op.compact) == {"deleted": True, "user": "U123ABC456", "ts": "1710408500.000200"}
 
 
 @pytest.mark.parametrize(
