@@ -6,7 +6,8 @@ is the one the agent's models use (`OPENAI_BASE_URL`, `OPENAI_API_KEY`), unless
 `check_embedding_ctx_length=False`: otherwise it loads a tiktoken encoding by name, which needs a download,
 and nothing is downloaded at run time. One request per recall (the query's discussion and its candidates'),
 no retry, a short timeout (`RECALL_EMBEDDINGS_TIMEOUT` seconds): a recall waits at most that long, then is
-scored without the signal. Vectors are kept in an in-process LRU cache by the hash of the text sent.
+scored without the signal. Vectors are kept in an in-process LRU cache by the hash of the text as stored (only
+a miss is redacted and sent).
 
 What is sent is the profiles' discussions, redacted when they were projected; each text passes through the
 redactor (`services/boundary/redact.py`) again here, so a profile projected by an older redactor, or any
@@ -65,7 +66,8 @@ class Counts:
 
 @dataclass
 class EndpointEmbeddings:
-    """`texts -> vectors` for `schemas.recall.recall(embed=...)`: cached, one request for the misses."""
+    """`texts -> vectors` for `schemas.recall.recall(embed=...)`: cached, one request for the misses, each
+    redacted and cut to `TEXT_CHARS` before it is sent."""
 
     model: str
     request: Request  # one HTTP request for a batch (`openai_request`)
@@ -75,8 +77,9 @@ class EndpointEmbeddings:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, texts: list[str]) -> list[list[float]]:
-        sent = [redact_text(t)[:TEXT_CHARS] for t in texts]
-        keys = [hashlib.sha256(t.encode()).hexdigest() for t in sent]
+        # Keyed by the text as stored: redaction is a pure function of it, so only the misses are redacted
+        # and cut (a recall hands over every visible candidate's discussion, most of them cached).
+        keys = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
         with self._lock:
             known = {k: self._cache[k] for k in keys if k in self._cache}
             for k in known:
@@ -84,7 +87,8 @@ class EndpointEmbeddings:
             self.counts.cached += sum(1 for k in keys if k in known)
         missing = list(dict.fromkeys(k for k in keys if k not in known))
         if missing:
-            known.update(self._fetch(missing, dict(zip(keys, sent, strict=True))))
+            text_of = dict(zip(keys, texts, strict=True))
+            known.update(self._fetch(missing, {k: redact_text(text_of[k])[:TEXT_CHARS] for k in missing}))
         return [known[k] for k in keys]
 
     def _fetch(self, keys: list[str], text_of: Mapping[str, str]) -> dict[str, list[float]]:
