@@ -13,7 +13,7 @@ cosine of the discussions' vectors is one more part (`EMBEDDING_WEIGHT`), presen
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -184,20 +184,21 @@ def cause_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
     """How much of the query's comparable cause signature (error patterns, pod reasons) the other holds, each
     key weighed by its information (`Rarity.information`): a generic error half the fleet logs ("connection
     reset by peer") beside a look-alike's symptom is not most of a cause."""
-    mine, theirs = _cause_keys(q, c), _cause_keys(c, q)
-    weigh = rarity.information
-    whole = sum(weigh(k) for k in mine)
-    return sum(weigh(k) for k in mine & theirs) / whole if whole > 0 else 0.0
+    mine = _cause_keys(q, c)
+    return weighted_share(mine, mine & _cause_keys(c, q), rarity.information)
+
+
+def weighted_share(keys: Iterable[str], held: Iterable[str], weigh: Callable[[str], float]) -> float:
+    """The weight of `held` over the weight of `keys` (0 when they weigh nothing)."""
+    whole = sum(weigh(k) for k in keys)
+    return sum(weigh(k) for k in held) / whole if whole > 0 else 0.0
 
 
 def error_share(q: Candidate, c: Candidate, rarity: Rarity) -> float:
     """The share (by rarity) of the query's error patterns the other incident shows (0 unless both have logs)."""
     if not (q.error_patterns and c.patterns):
         return 0.0
-    weigh = rarity.idf
-    return sum(weigh(k) for k in q.error_patterns & c.error_patterns) / sum(
-        weigh(k) for k in q.error_patterns
-    )
+    return weighted_share(q.error_patterns, q.error_patterns & c.error_patterns, rarity.idf)
 
 
 def shares_cause(q: Candidate, c: Candidate, rarity: Rarity) -> bool:
@@ -279,10 +280,9 @@ def history_share(c: Candidate, signature: frozenset[str], rarity: Rarity) -> fl
     holds would be shown together by an unrelated incident `REASON_CHANCE` of the time or more."""
     mine = weighed_keys(c)
     held = mine & signature
-    whole = sum(rarity.information(k) for k in mine)
-    if not held or whole <= 0 or by_chance(held, rarity) >= REASON_CHANCE:
+    if not held or by_chance(held, rarity) >= REASON_CHANCE:
         return 0.0
-    return sum(rarity.information(k) for k in held) / whole
+    return weighted_share(mine, held, rarity.information)
 
 
 def _same_source(q: Candidate, c: Candidate) -> bool:
