@@ -1,11 +1,13 @@
-"""faust-streaming 0.15.3, patched where it loses or duplicates records (the worker uses `PatchedTransport`).
+"""faust-streaming 0.15.3, patched where it loses, duplicates or stops reading records (the worker uses
+`PatchedTransport` and `PatientTableManager`).
 
 Every fix here reads faust's and aiokafka's internals (`_getmany`, `_settings_extra`, the flow control
-around recovery), so it is right for the faust version it was written for and no other: importing this
-module under another faust-streaming version stops with one line, instead of running a patch over code
-that may have moved. To upgrade faust: re-read each hole below against the new code, re-run
-tests/compactor/test_seek_guard.py, test_two_worker_duplicates.py and test_producer_idempotence.py, then
-change FAUST_VERSION (and the pin in pyproject.toml).
+around recovery, the recovery's waits), so it is right for the faust version it was written for and no
+other: importing this module under another faust-streaming version stops with one line, instead of
+running a patch over code that may have moved. To upgrade faust: re-read each hole below against the
+new code, re-run tests/compactor/test_seek_guard.py, test_recovery_patience.py,
+test_two_worker_duplicates.py and test_producer_idempotence.py, then change FAUST_VERSION (and the pin
+in pyproject.toml).
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any, ClassVar
 
 import faust
+from faust.tables.manager import TableManager
+from faust.tables.recovery import RebalanceAgain, Recovery, ServiceStopped
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, ConsumerT, ProducerT
+from mode.utils.times import Seconds, want_seconds
 
 from services.runtime.errors import UserFacingError
 from services.runtime.logs import about
@@ -161,3 +166,56 @@ class IdempotentProducer(faust_aiokafka.Producer):
 class PatchedTransport(faust_aiokafka.Transport):
     Consumer: ClassVar[type[ConsumerT]] = NoLossConsumer
     Producer: ClassVar[type[ProducerT]] = IdempotentProducer
+
+
+class PatientRecovery(Recovery):
+    """faust's table recovery, which no longer ends for good when the broker is slow (hole 4).
+
+    Each step of a recovery (the producer's flush, the offsets and highwaters, the seek of the stream
+    partitions to their committed offsets) is awaited for at most `broker_request_timeout`. When a
+    step takes longer, faust 0.15.3 reports it as if the worker were stopping (`ServiceStopped`),
+    and the recovery task ends at a debug-level line: the worker stays up, its heartbeat and its
+    group membership too, and it never reads a record again, through every later rebalance. Found
+    in CI: a compactor whose first seek to the committed offsets waited on the group coordinator
+    compacted nothing in three minutes, with no line in its log. Here a step that outlives the
+    timeout is awaited again, with a warning each period; a real stop or a new rebalance still ends
+    the wait as before. While it waits the app has not started, so `/healthz` does not say ready.
+    """
+
+    async def _wait(self, coro: Any, timeout: Seconds | None = None) -> None:
+        step = asyncio.ensure_future(coro)
+        waited = 0.0
+        try:
+            while True:
+                result = await self.wait_first(
+                    asyncio.shield(step),
+                    self.signal_recovery_start,  # type: ignore[arg-type]
+                    timeout=timeout,  # type: ignore[arg-type]
+                )
+                if step.done():
+                    step.result()  # a step's own error is raised, as in faust
+                    return None
+                if self.signal_recovery_start.is_set():  # a new rebalance, as faust reads it
+                    raise RebalanceAgain()
+                if timeout is None or self.should_stop or self._crashed.is_set():
+                    raise ServiceStopped()
+                waited += want_seconds(timeout)
+                log.warning(
+                    "a step of the table recovery is still waiting for the broker; records flow once it ends",
+                    extra=about(
+                        None, None, waited_s=round(waited, 1), step=getattr(coro, "__qualname__", "")
+                    ),
+                )
+        finally:
+            if not step.done():
+                step.cancel()
+
+
+class PatientTableManager(TableManager):
+    """faust's table manager, its recovery the `PatientRecovery` above (`faust.App(TableManager=...)`)."""
+
+    @property
+    def recovery(self) -> Recovery:
+        if self._recovery is None:
+            self._recovery = PatientRecovery(self.app, self, beacon=self.beacon, loop=self.loop)
+        return self._recovery

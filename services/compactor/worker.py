@@ -23,7 +23,7 @@ from faust.types.auth import CredentialsT
 from schemas.events import Selection
 from services.compaction.selector import Selector
 from services.compactor.dispatch import Dispatch, dispatch
-from services.compactor.faust_patch import PatchedTransport
+from services.compactor.faust_patch import PatchedTransport, PatientTableManager
 from services.compactor.stream import process
 from services.compactor.stream_config import StreamConfig
 from services.compactor.stream_metrics import StreamMetrics
@@ -130,6 +130,7 @@ def _faust_app(config: StreamConfig) -> faust.App:
         web_port=config.web_port or 6066,
         web_bind="127.0.0.1",
         web_host="127.0.0.1",
+        TableManager=PatientTableManager,  # a slow broker delays the recovery, never ends it (faust_patch)
     )
     # Before anything touches app.transport (app.topic does, through the conductor).
     app.transport = PatchedTransport(app.conf.broker_consumer, app)
