@@ -187,7 +187,7 @@ class PatientRecovery(Recovery):
         waited = 0.0
         try:
             while True:
-                result = await self.wait_first(
+                await self.wait_first(
                     asyncio.shield(step),
                     self.signal_recovery_start,  # type: ignore[arg-type]
                     timeout=timeout,  # type: ignore[arg-type]
