@@ -4,7 +4,9 @@ Scoped by construction, like search_thread: the thread is the agent's (McpToolbo
 is never offered it) and visibility is decided by that thread's own channel, read from its profile
 (schemas/recall.py): no argument can name another channel. The query only orders the visible hits
 (those whose discussion matches it first); it never widens them. What leaves is redacted, and reaches
-the model framed as a tool result (invariant 13).
+the model framed as a tool result (invariant 13). With the operator's embedding endpoint
+(`RECALL_EMBEDDINGS_MODEL`, services/runtime/embeddings.py) the hits are scored as the command and the
+recall at open score them: one more labelled part, left out when the endpoint fails.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import psycopg
 from psycopg import sql
 
 from schemas.recall import RecallError, channel_groups, recall
+from schemas.recall_embedding import Embedder
 from schemas.recall_open import links
 from services.boundary.redact import redact_value
 
@@ -42,6 +45,7 @@ class IncidentRecall:
     dsn: str
     schema: str = "public"
     connect_timeout_s: float = 10.0
+    embed: Embedder | None = None  # the operator's embedding endpoint, if any (embeddings.from_env)
 
     async def recall(self, thread_ts: str, query: str) -> dict[str, Any]:
         if not thread_ts.strip() or not query.strip() or len(query) > MAX_QUERY:
@@ -56,7 +60,7 @@ class IncidentRecall:
                 self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
             ) as conn:
                 conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-                hits = recall(conn, thread_ts, k=CANDIDATES, groups=channel_groups())
+                hits = recall(conn, thread_ts, k=CANDIDATES, groups=channel_groups(), embed=self.embed)
                 threads = [h.thread_ts for h in hits]
                 matching = (
                     {r[0] for r in conn.execute(_MATCHING, (threads, query)).fetchall()} if threads else set()

@@ -26,6 +26,7 @@ from schemas.recall import RecallError, channel_groups
 from services.boundary.redact import redact_text, redact_value
 from services.boundary.scope import Checked, ScopePolicy
 from services.boundary.timearg import BadTimeArg
+from services.runtime import embeddings
 from services.runtime.errors import BadInput, UserFacingError
 from services.runtime.logs import configure_logging
 from services.runtime.scope_setting import policy_from_env
@@ -140,7 +141,7 @@ def build_server(
         backend=backend if backend is not None else make_backend(config),
         evidence=EvidenceStore(config.dsn, config.schema, config.timeout_s),
         threads=ThreadSearch(config.dsn, config.schema, config.timeout_s),
-        incidents=IncidentRecall(config.dsn, config.schema, config.timeout_s),
+        incidents=IncidentRecall(config.dsn, config.schema, config.timeout_s, embeddings.from_env()),
         scopes=ThreadScopes(config.dsn, config.schema, policy or policy_from_env(), config.timeout_s),
     )
 

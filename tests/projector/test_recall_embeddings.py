@@ -10,7 +10,9 @@ import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import anyio
 import psycopg
 import pytest
 
@@ -19,7 +21,9 @@ from deploy.local.openai_standin import OpenAIStandin, running
 from schemas.recall import recall
 from schemas.recall_open import recall_at_open
 from schemas.recall_scoring import Hit
+from services.agent.mcp_client import THREAD_ARG
 from services.runtime.embeddings import EndpointEmbeddings, openai_request
+from services.telemetry_mcp.client import raw_of, session
 
 from .helpers import apply_events
 from .test_recall import (
@@ -136,6 +140,29 @@ def test_the_agents_recall_at_open_uses_the_endpoint(
     plain = {h.thread: h for h in recall_at_open(projected, QUERY, k=3, groups=ALL_MAPPED).hits}
     assert scored.keys() == plain.keys() and PRIVATE_SAME not in scored
     assert scored[PAST].score_milli > plain[PAST].score_milli
+
+
+def test_the_recall_tool_of_the_mcp_server_uses_the_operators_endpoint(
+    projected: psycopg.Connection, pg_schema: str, pg_dsn: str, oai: OpenAIStandin
+) -> None:
+    """The model's `recall_incidents`, through the real server over stdio, scores as the command and the recall
+    at open do: with RECALL_EMBEDDINGS_MODEL set each hit carries the labelled part; unset, none does."""
+    projected.commit()
+    args = ["--backend", "recorded", "--dsn", pg_dsn, "--schema", pg_schema]
+    call = {"query": "heap", THREAD_ARG: QUERY}  # as McpToolbox.call sets the thread
+
+    async def ask(env: dict[str, str]) -> list[dict[str, Any]]:
+        async with session(args, env=env) as client:
+            hits: list[dict[str, Any]] = raw_of(await client.call_tool("recall_incidents", call))["hits"]
+            return hits
+
+    base = {k: v for k, v in os.environ.items() if k != "RECALL_EMBEDDINGS_MODEL"}
+    with_endpoint = anyio.run(ask, {**base, **oai.env(), "RECALL_EMBEDDINGS_MODEL": EMBEDDING_MODEL})
+    without = anyio.run(ask, {**base, **oai.env()})
+    labelled = [h["thread"] for h in with_endpoint if any("by embeddings" in r for r in h["reasons"])]
+    assert PAST in labelled
+    assert [h["thread"] for h in without] == [h["thread"] for h in with_endpoint]
+    assert not any("by embeddings" in r for h in without for r in h["reasons"])
 
 
 def test_the_command_takes_the_model_by_flag_or_env(
