@@ -7,15 +7,20 @@ Absent unless an embedding endpoint is configured and both discussions have a ve
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Embedding:
-    """A discussion's vector and the model that made it (vectors of two models never compare)."""
+    """A discussion's vector and the model that made it (vectors of two models never compare). Its length is
+    computed once: a recall compares the query's vector with every candidate's."""
 
     model: str
     vector: tuple[float, ...]
+    norm: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "norm", math.sqrt(sum(x * x for x in self.vector)))
 
 
 def cosine(a: Embedding | None, b: Embedding | None) -> float | None:
@@ -23,7 +28,7 @@ def cosine(a: Embedding | None, b: Embedding | None) -> float | None:
     model, of one length and neither zero: then the part is absent, not zero."""
     if a is None or b is None or a.model != b.model or len(a.vector) != len(b.vector):
         return None
-    norms = math.sqrt(sum(x * x for x in a.vector)) * math.sqrt(sum(x * x for x in b.vector))
+    norms = a.norm * b.norm
     if norms == 0.0:
         return None
     dot = sum(x * y for x, y in zip(a.vector, b.vector, strict=True))
