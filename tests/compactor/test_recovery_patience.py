@@ -68,28 +68,22 @@ def test_faust_alone_ends_the_recovery_on_the_same_slow_step() -> None:
     assert done == []
 
 
-def test_a_new_rebalance_still_ends_the_wait_and_cancels_the_step() -> None:
+@pytest.mark.parametrize(
+    ("event", "ends_with"),
+    [("signal_recovery_start", RebalanceAgain), ("_stopped", ServiceStopped)],
+    ids=["a new rebalance", "a stop"],
+)
+def test_a_new_rebalance_or_a_stop_still_ends_the_wait_and_cancels_the_step(
+    event: str, ends_with: type[Exception]
+) -> None:
     done: list[str] = []
 
     async def run() -> None:
         recovery = _recovery(patient=True)
-        asyncio.get_running_loop().call_later(3 * TIMEOUT, recovery.signal_recovery_start.set)
+        asyncio.get_running_loop().call_later(3 * TIMEOUT, getattr(recovery, event).set)
         await recovery._wait(_slow_step(10 * TIMEOUT, done), timeout=TIMEOUT)
 
-    with pytest.raises(RebalanceAgain):
-        asyncio.run(run())
-    assert done == []
-
-
-def test_a_stop_still_ends_the_wait() -> None:
-    done: list[str] = []
-
-    async def run() -> None:
-        recovery = _recovery(patient=True)
-        asyncio.get_running_loop().call_later(3 * TIMEOUT, recovery._stopped.set)
-        await recovery._wait(_slow_step(10 * TIMEOUT, done), timeout=TIMEOUT)
-
-    with pytest.raises(ServiceStopped):
+    with pytest.raises(ends_with):
         asyncio.run(run())
     assert done == []
 
