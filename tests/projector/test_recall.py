@@ -107,24 +107,37 @@ ALERT_KEY = "1773430000.000100"  # an alert-opened incident: no channel in its k
 CONCURRENT_PAY = "1773499000.000100"
 
 
+TEXTS = {
+    PAST: "heap grows with the payload cache; rolled back to 3.13.2 and it held",
+    LOOKALIKE: "database failover, connections refused; restarted the pgbouncer pods",
+    PRIVATE_SAME: "secret customer escalation: heap again",
+    ALERT_KEY: "same heap thing",
+    CONCURRENT_PAY: "payments pods OOM",
+    QUERY: "checkout OOMKilled again, heap",
+}
+
+
+def six_incidents(texts: dict[str, str]) -> list[EventBase]:
+    """The query, its true match, a look-alike, two private incidents, a concurrent one; each thread's human
+    message is `texts[thread]` (the embedding tests give the private ones words of their own)."""
+    return [
+        *incident(PAST, T0 - timedelta(days=9), service="checkout-api", lines=oom_lines(212), text=texts[PAST]),
+        *incident(LOOKALIKE, T0 - timedelta(days=8), service="checkout-api", lines=refused_lines(300),
+                  text=texts[LOOKALIKE]),
+        *incident(PRIVATE_SAME, T0 - timedelta(days=7), service="checkout-api", lines=oom_lines(150),
+                  text=texts[PRIVATE_SAME], channel_type="group"),
+        *incident(ALERT_KEY, T0 - timedelta(days=6), service="checkout-api", lines=oom_lines(90),
+                  text=texts[ALERT_KEY], channel_type=None, root_channel=SECRET, root_private=True),
+        *incident(CONCURRENT_PAY, T0 - timedelta(minutes=20), service="payments-api", lines=oom_lines(40),
+                  text=texts[CONCURRENT_PAY], channel_type=None, root_channel=PAYMENTS, root_private=False,
+                  resolved=False),
+        *incident(QUERY, T0, service="checkout-api", lines=oom_lines(198), text=texts[QUERY], resolved=False),
+    ]  # fmt: skip
+
+
 @pytest.fixture
 def projected(pg_conn: psycopg.Connection, pg_schema: str) -> Iterator[psycopg.Connection]:
-    events = [
-        *incident(PAST, T0 - timedelta(days=9), service="checkout-api", lines=oom_lines(212),
-                  text="heap grows with the payload cache; rolled back to 3.13.2 and it held"),
-        *incident(LOOKALIKE, T0 - timedelta(days=8), service="checkout-api", lines=refused_lines(300),
-                  text="database failover, connections refused; restarted the pgbouncer pods"),
-        *incident(PRIVATE_SAME, T0 - timedelta(days=7), service="checkout-api", lines=oom_lines(150),
-                  text="secret customer escalation: heap again", channel_type="group"),
-        *incident(ALERT_KEY, T0 - timedelta(days=6), service="checkout-api", lines=oom_lines(90),
-                  text="same heap thing", channel_type=None, root_channel=SECRET, root_private=True),
-        *incident(CONCURRENT_PAY, T0 - timedelta(minutes=20), service="payments-api", lines=oom_lines(40),
-                  text="payments pods OOM", channel_type=None, root_channel=PAYMENTS, root_private=False,
-                  resolved=False),
-        *incident(QUERY, T0, service="checkout-api", lines=oom_lines(198),
-                  text="checkout OOMKilled again, heap", resolved=False),
-    ]  # fmt: skip
-    assert apply_events(pg_conn, events, pg_schema, batch=7) == []
+    assert apply_events(pg_conn, six_incidents(TEXTS), pg_schema, batch=7) == []
     yield pg_conn
 
 

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +35,8 @@ from .test_recall import (
     PUBLIC,
     QUERY,
     SECRET,
-    T0,
-    incident,
-    oom_lines,
-    refused_lines,
+    TEXTS,
+    six_incidents,
 )  # fmt: skip
 
 pytestmark = pytest.mark.stack
@@ -50,24 +47,15 @@ ALL_MAPPED = (frozenset({PUBLIC, SECRET, PAYMENTS}),)  # even mapped together, a
 
 @pytest.fixture
 def projected(pg_conn: psycopg.Connection, pg_schema: str) -> Iterator[psycopg.Connection]:
-    """test_recall's incidents: the query, its true match, a look-alike, two private ones, a concurrent one."""
-    events = [
-        *incident(PAST, T0 - timedelta(days=9), service="checkout-api", lines=oom_lines(212),
-                  text="checkout heap grows with the payload cache; rolled back to 3.13.2 and it held"),
-        *incident(LOOKALIKE, T0 - timedelta(days=8), service="checkout-api", lines=refused_lines(300),
-                  text="database failover, connections refused; restarted the pgbouncer pods"),
-        *incident(PRIVATE_SAME, T0 - timedelta(days=7), service="checkout-api", lines=oom_lines(150),
-                  text=f"{PRIVATE_WORDS}: checkout heap again", channel_type="group"),
-        *incident(ALERT_KEY, T0 - timedelta(days=6), service="checkout-api", lines=oom_lines(90),
-                  text=f"{PRIVATE_WORDS} on the alert thread", channel_type=None, root_channel=SECRET,
-                  root_private=True),
-        *incident(CONCURRENT_PAY, T0 - timedelta(minutes=20), service="payments-api", lines=oom_lines(40),
-                  text="payments pods OOM", channel_type=None, root_channel=PAYMENTS, root_private=False,
-                  resolved=False),
-        *incident(QUERY, T0, service="checkout-api", lines=oom_lines(198),
-                  text="checkout OOMKilled again, heap grows", resolved=False),
-    ]  # fmt: skip
-    assert apply_events(pg_conn, events, pg_schema, batch=7) == []
+    """test_recall's incidents, their discussions worded for the vectors (the private ones' words their own)."""
+    texts = {
+        **TEXTS,
+        PAST: "checkout heap grows with the payload cache; rolled back to 3.13.2 and it held",
+        PRIVATE_SAME: f"{PRIVATE_WORDS}: checkout heap again",
+        ALERT_KEY: f"{PRIVATE_WORDS} on the alert thread",
+        QUERY: "checkout OOMKilled again, heap grows",
+    }
+    assert apply_events(pg_conn, six_incidents(texts), pg_schema, batch=7) == []
     yield pg_conn
 
 
